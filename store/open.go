@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Config carries settings that are not part of a store URL, typically from
+// command-line flags. Zero fields fall back to the URL's query parameters
+// (endpoint, region, profile, path_style) and then to the usual AWS
+// environment variables and shared config files.
+type Config struct {
+	Endpoint  string // S3 endpoint URL, e.g. http://127.0.0.1:7070
+	Region    string
+	Profile   string
+	PathStyle bool // address buckets as endpoint/bucket instead of bucket.endpoint
+}
+
+// Opener opens a store for a parsed URL. Drivers register one per scheme.
+type Opener func(ctx context.Context, u *url.URL, cfg Config) (Store, error)
+
+var (
+	mu      sync.RWMutex
+	openers = map[string]Opener{}
+)
+
+// Register makes a driver available to Open under a URL scheme. It panics if
+// the scheme is registered twice.
+func Register(scheme string, o Opener) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := openers[scheme]; dup {
+		panic("store: Register called twice for scheme " + scheme)
+	}
+	openers[scheme] = o
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var s []string
+	for k := range openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open opens the store a URL names:
+//
+//	file:///abs/dir, ./rel/dir, /abs/dir   the fs driver (a local directory)
+//	mem://name                             an in-memory store shared by name within the process
+//	s3://bucket/prefix                     Amazon S3 or an S3-compatible server (aws-sdk-go-v2)
+//	minio://bucket/prefix                  the same, through minio-go
+//
+// The driver packages must be imported (the root commitptr package imports
+// all of them). The URL's path below the bucket or directory root, if any,
+// becomes a key prefix. Open never panics on bad input.
+func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
+	u, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	mu.RLock()
+	o := openers[u.Scheme]
+	mu.RUnlock()
+	if o == nil {
+		return nil, fmt.Errorf("store: unknown URL scheme %q in %q (known: %s)", u.Scheme, rawURL, strings.Join(Schemes(), ", "))
+	}
+	return o(ctx, u, cfg)
+}
+
+// ParseURL parses a store URL. A string without a scheme is a local path and
+// becomes a file:// URL with an absolute path.
+func ParseURL(rawURL string) (*url.URL, error) {
+	if rawURL == "" {
+		return nil, fmt.Errorf("store: empty URL")
+	}
+	if !strings.Contains(rawURL, "://") {
+		abs, err := filepath.Abs(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("store: path %q: %w", rawURL, err)
+		}
+		return &url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: bad URL %q: %w", rawURL, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("store: URL %q has no scheme", rawURL)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	return u, nil
+}
+
+// CleanPrefix turns a URL path into a key prefix: no leading slash, and a
+// trailing slash unless it is empty. It rejects "." and ".." segments.
+func CleanPrefix(p string) (string, error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return "", nil
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("store: bad key prefix %q", p)
+		}
+	}
+	return p + "/", nil
+}
