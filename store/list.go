@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"iter"
+	"sort"
+	"strings"
 )
 
 // List iterates over every object under prefix, in lexical order, paging
@@ -49,4 +51,46 @@ func merge(p ListPage) []Object {
 		j++
 	}
 	return out
+}
+
+// Paginate cuts one listing page out of sorted keys that all carry req.Prefix.
+// Drivers without a native listing share it. Its token is the last key
+// returned, or the last common prefix marked with a trailing NUL byte, which
+// no key contains.
+func Paginate(sorted []string, entry func(key string) Object, req ListRequest) ListPage {
+	limit := req.MaxKeys
+	if limit <= 0 || limit > MaxListPage {
+		limit = MaxListPage
+	}
+	after, skipUnder := req.StartAfter, ""
+	if req.Token != "" {
+		after = req.Token
+		if p, ok := strings.CutSuffix(req.Token, "\x00"); ok {
+			after, skipUnder = p, p
+		}
+	}
+	var page ListPage
+	var next string
+	for i := sort.SearchStrings(sorted, after); i < len(sorted); i++ {
+		k := sorted[i]
+		if k <= after || (skipUnder != "" && strings.HasPrefix(k, skipUnder)) {
+			continue
+		}
+		if len(page.Objects)+len(page.Prefixes) == limit {
+			page.Next = next
+			return page
+		}
+		if req.Delimiter != "" {
+			rest := k[len(req.Prefix):]
+			if j := strings.Index(rest, req.Delimiter); j >= 0 {
+				p := req.Prefix + rest[:j+len(req.Delimiter)]
+				page.Prefixes = append(page.Prefixes, p)
+				skipUnder, next = p, p+"\x00"
+				continue
+			}
+		}
+		page.Objects = append(page.Objects, entry(k))
+		next = k
+	}
+	return page
 }

@@ -1,0 +1,227 @@
+// Package mem is an in-memory store.Store for tests and examples.
+//
+// It follows S3 semantics: ETags are the hex MD5 of the body, conditions are
+// checked atomically, and listings are lexical. Server time is the clock it
+// was given (the local clock by default), so tests can skew it.
+//
+// The URL mem://name opens a store shared by that name within the process.
+package mem
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+func init() {
+	store.Register("mem", openURL)
+}
+
+var (
+	namedMu sync.Mutex
+	named   = map[string]*Store{}
+)
+
+func openURL(_ context.Context, u *url.URL, _ store.Config) (store.Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("mem: URL %q has no store name (want mem://name/prefix)", u.String())
+	}
+	prefix, err := store.CleanPrefix(u.Path)
+	if err != nil {
+		return nil, err
+	}
+	namedMu.Lock()
+	s := named[u.Host]
+	if s == nil {
+		s = New()
+		named[u.Host] = s
+	}
+	namedMu.Unlock()
+	return store.WithPrefix(s, prefix), nil
+}
+
+// Store is an in-memory object store. The zero value is not usable; call New.
+type Store struct {
+	mu    sync.Mutex
+	objs  map[string]*object
+	clock func() time.Time
+}
+
+type object struct {
+	body     []byte
+	etag     string
+	modified time.Time
+	meta     map[string]string
+	ctype    string
+	cenc     string
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the store's clock, used for LastModified and ServerTime.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{objs: map[string]*object{}, clock: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Store) attrs(o *object, now time.Time) store.Attrs {
+	return store.Attrs{
+		ETag:            o.etag,
+		Size:            int64(len(o.body)),
+		LastModified:    o.modified,
+		ServerTime:      now,
+		Metadata:        maps.Clone(o.meta),
+		ContentType:     o.ctype,
+		ContentEncoding: o.cenc,
+	}
+}
+
+func checkKey(op, key string) error {
+	if key == "" {
+		return store.Wrap(op, key, nil, fmt.Errorf("empty key"))
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, store.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.objs[key]
+	if o == nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrNotExist, nil)
+	}
+	return io.NopCloser(bytes.NewReader(o.body)), s.attrs(o, s.clock()), nil
+}
+
+// Head implements store.Store.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	if err := checkKey("head", key); err != nil {
+		return store.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Attrs{}, store.Wrap("head", key, nil, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.objs[key]
+	if o == nil {
+		return store.Attrs{}, store.Wrap("head", key, store.ErrNotExist, nil)
+	}
+	return s.attrs(o, s.clock()), nil
+}
+
+// Put implements store.Store.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if err := checkKey("put", key); err != nil {
+		return store.Attrs{}, err
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
+	sum := md5.Sum(data)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.objs[key]
+	switch {
+	case opts.IfNoneMatch && cur != nil:
+		return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition, nil)
+	case opts.IfMatch != "" && (cur == nil || cur.etag != opts.IfMatch):
+		return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition, nil)
+	}
+	now := s.clock()
+	o := &object{
+		body:     data,
+		etag:     hex.EncodeToString(sum[:]),
+		modified: now,
+		meta:     maps.Clone(opts.Metadata),
+		ctype:    opts.ContentType,
+		cenc:     opts.ContentEncoding,
+	}
+	s.objs[key] = o
+	return s.attrs(o, now), nil
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	if err := checkKey("delete", key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Wrap("delete", key, nil, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.objs[key]
+	if cur != nil && opts.IfMatch != "" && cur.etag != opts.IfMatch {
+		return store.Wrap("delete", key, store.ErrPrecondition, nil)
+	}
+	delete(s.objs, key)
+	return nil
+}
+
+// DeleteMany implements store.Store.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if err := ctx.Err(); err != nil {
+		return store.Wrap("delete-many", "", nil, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.objs, k)
+	}
+	return nil
+}
+
+// List implements store.Store. Its page token is the last key or common
+// prefix returned.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
+	}
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.objs))
+	for k := range s.objs {
+		if strings.HasPrefix(k, req.Prefix) {
+			keys = append(keys, k)
+		}
+	}
+	snapshot := make(map[string]*object, len(keys))
+	for _, k := range keys {
+		snapshot[k] = s.objs[k]
+	}
+	s.mu.Unlock()
+	slices.Sort(keys)
+	return store.Paginate(keys, func(k string) store.Object {
+		o := snapshot[k]
+		return store.Object{Key: k, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
+	}, req), nil
+}

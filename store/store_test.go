@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// ignoring drops the preconditions of every write, as some S3-compatible
+// stores silently do.
+type ignoring struct{ store.Store }
+
+func (s ignoring) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	opts.IfMatch, opts.IfNoneMatch = "", false
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+// ignoringCAS honours create-if-absent but not If-Match.
+type ignoringCAS struct{ store.Store }
+
+func (s ignoringCAS) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	opts.IfMatch = ""
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func TestProbe(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		s       store.Store
+		wantErr string
+	}{
+		{"enforcing", mem.New(), ""},
+		{"drops-all-conditions", ignoring{mem.New()}, "If-None-Match"},
+		{"drops-if-match", ignoringCAS{mem.New()}, "If-Match"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := store.Probe(context.Background(), c.s)
+			if c.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, store.ErrNotEnforced)
+			assert.Contains(t, err.Error(), c.wantErr)
+			assert.Contains(t, err.Error(), store.ProbePrefix, "the error names the probe key")
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ url, want string }{
+		{"", "empty URL"},
+		{"gopher://x/y", `unknown URL scheme "gopher"`},
+		{"mem://", "no store name"},
+		{"mem://x/../y", "bad key prefix"},
+		{"://nothing", "missing protocol scheme"},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			_, err := store.Open(ctx, c.url, store.Config{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestOpenPrefixAndCount(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, "mem://open-test/data/set", store.Config{})
+	require.NoError(t, err)
+	c := store.Count(s)
+	_, err = c.Put(ctx, "k", strings.NewReader("v"), store.PutOptions{})
+	require.NoError(t, err)
+	_, err = c.Head(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, c.DeleteMany(ctx, make([]string, 1001)))
+	assert.Equal(t, "head=1 put=1 delete-many=2", c.Counts().String())
+
+	root, err := store.Open(ctx, "mem://open-test", store.Config{})
+	require.NoError(t, err)
+	_, err = root.Head(ctx, "data/set/k")
+	require.NoError(t, err, "the URL path is a key prefix")
+}
+
+func TestParseURL(t *testing.T) {
+	u, err := store.ParseURL("rel/dir")
+	require.NoError(t, err)
+	assert.Equal(t, "file", u.Scheme)
+	assert.True(t, strings.HasSuffix(u.Path, "/rel/dir"))
+	assert.True(t, strings.HasPrefix(u.Path, "/"))
+	u, err = store.ParseURL("S3://bucket/p")
+	require.NoError(t, err)
+	assert.Equal(t, "s3", u.Scheme)
+	assert.Equal(t, "bucket", u.Host)
+}

@@ -1,0 +1,449 @@
+// Package storetest is the conformance suite that every store.Store driver
+// must pass. A driver hooks in with a few lines:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return newEmptyStore(t) })
+//	}
+//
+// Run executes every case twice: on the store as given, and under a key
+// prefix (store.WithPrefix), checking that the prefixed keys land below the
+// prefix and nowhere else.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// Run runs the conformance suite. newStore must return a new, empty store
+// each time it is called.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"PutGetHead", testPutGetHead},
+		{"NotExist", testNotExist},
+		{"Overwrite", testOverwrite},
+		{"EmptyObject", testEmptyObject},
+		{"KeyCharacters", testKeyCharacters},
+		{"IfNoneMatch", testIfNoneMatch},
+		{"IfMatch", testIfMatch},
+		{"IfMatchMissingKey", testIfMatchMissing},
+		{"ConditionalDelete", testConditionalDelete},
+		{"DeleteMany", testDeleteMany},
+		{"ListPaging", testListPaging},
+		{"ListDelimiter", testListDelimiter},
+		{"ServerTime", testServerTime},
+		{"CreateRace", testCreateRace},
+		{"CASCounter", testCASCounter},
+		{"LargeObject", testLargeObject},
+		{"Probe", testProbe},
+	}
+	t.Run("plain", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+		}
+	})
+	t.Run("prefixed", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				raw := newStore(t)
+				c.fn(t, store.WithPrefix(raw, "pfx/sub/"))
+				checkConfined(t, raw, "pfx/sub/")
+			})
+		}
+	})
+}
+
+// checkConfined asserts that every key in raw sits under prefix.
+func checkConfined(t *testing.T, raw store.Store, prefix string) {
+	t.Helper()
+	for o, err := range store.List(context.Background(), raw, "", "", "") {
+		require.NoError(t, err)
+		assert.Truef(t, len(o.Key) > len(prefix) && o.Key[:len(prefix)] == prefix, "key %q escaped prefix %q", o.Key, prefix)
+	}
+}
+
+func put(t *testing.T, s store.Store, key, body string, opts store.PutOptions) store.Attrs {
+	t.Helper()
+	a, err := s.Put(context.Background(), key, bytes.NewReader([]byte(body)), opts)
+	require.NoError(t, err, "put %q", key)
+	require.NotEmpty(t, a.ETag, "put %q returned no ETag", key)
+	return a
+}
+
+func get(t *testing.T, s store.Store, key string) (string, store.Attrs) {
+	t.Helper()
+	rc, a, err := s.Get(context.Background(), key)
+	require.NoError(t, err, "get %q", key)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return string(b), a
+}
+
+func testPutGetHead(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	meta := map[string]string{"writer": "w1", "seq": "7"}
+	pa := put(t, s, "dir/obj.json", `{"a":1}`, store.PutOptions{
+		Metadata: meta, ContentType: "application/json", ContentEncoding: "zstd",
+	})
+	body, ga := get(t, s, "dir/obj.json")
+	assert.Equal(t, `{"a":1}`, body)
+	assert.Equal(t, pa.ETag, ga.ETag)
+	assert.EqualValues(t, 7, ga.Size)
+	assert.Equal(t, meta, ga.Metadata)
+	assert.Equal(t, "application/json", ga.ContentType)
+	assert.Equal(t, "zstd", ga.ContentEncoding)
+	assert.False(t, ga.LastModified.IsZero())
+
+	ha, err := s.Head(ctx, "dir/obj.json")
+	require.NoError(t, err)
+	assert.Equal(t, pa.ETag, ha.ETag)
+	assert.EqualValues(t, 7, ha.Size)
+	assert.Equal(t, meta, ha.Metadata)
+	assert.Equal(t, "application/json", ha.ContentType)
+	assert.Equal(t, "zstd", ha.ContentEncoding)
+	assert.Equal(t, ga.LastModified.Unix(), ha.LastModified.Unix())
+}
+
+func testNotExist(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	_, _, err := s.Get(ctx, "missing/key")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	assert.Contains(t, err.Error(), "missing/key")
+	_, err = s.Head(ctx, "missing/key")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	require.NoError(t, s.Delete(ctx, "missing/key", store.DeleteOptions{}), "deleting a missing key is not an error")
+	require.NoError(t, s.DeleteMany(ctx, []string{"missing/a", "missing/b"}))
+}
+
+func testOverwrite(t *testing.T, s store.Store) {
+	a1 := put(t, s, "k", "one", store.PutOptions{})
+	a2 := put(t, s, "k", "two!", store.PutOptions{})
+	assert.NotEqual(t, a1.ETag, a2.ETag)
+	body, a := get(t, s, "k")
+	assert.Equal(t, "two!", body)
+	assert.Equal(t, a2.ETag, a.ETag)
+}
+
+func testEmptyObject(t *testing.T, s store.Store) {
+	put(t, s, "empty", "", store.PutOptions{})
+	body, a := get(t, s, "empty")
+	assert.Equal(t, "", body)
+	assert.EqualValues(t, 0, a.Size)
+}
+
+func testKeyCharacters(t *testing.T, s store.Store) {
+	keys := []string{"a b/c+d", "pct%20x", "ünï/cødé", "x=y&z", "dots.in.name", "a/b/c/d/e/f"}
+	for _, k := range keys {
+		put(t, s, k, "v:"+k, store.PutOptions{})
+	}
+	for _, k := range keys {
+		body, _ := get(t, s, k)
+		assert.Equal(t, "v:"+k, body)
+	}
+	var listed []string
+	for o, err := range store.List(context.Background(), s, "", "", "") {
+		require.NoError(t, err)
+		listed = append(listed, o.Key)
+	}
+	assert.ElementsMatch(t, keys, listed)
+}
+
+func testIfNoneMatch(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := put(t, s, "once", "first", store.PutOptions{IfNoneMatch: true})
+	_, err := s.Put(ctx, "once", bytes.NewReader([]byte("second")), store.PutOptions{IfNoneMatch: true})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	assert.Contains(t, err.Error(), "once")
+	body, ga := get(t, s, "once")
+	assert.Equal(t, "first", body)
+	assert.Equal(t, a.ETag, ga.ETag)
+}
+
+func testIfMatch(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a1 := put(t, s, "cas", "v1", store.PutOptions{})
+	a2 := put(t, s, "cas", "v2", store.PutOptions{IfMatch: a1.ETag})
+	_, err := s.Put(ctx, "cas", bytes.NewReader([]byte("v3")), store.PutOptions{IfMatch: a1.ETag})
+	require.ErrorIs(t, err, store.ErrPrecondition, "a stale ETag must lose")
+	body, ga := get(t, s, "cas")
+	assert.Equal(t, "v2", body)
+	assert.Equal(t, a2.ETag, ga.ETag)
+}
+
+func testIfMatchMissing(t *testing.T, s store.Store) {
+	_, err := s.Put(context.Background(), "nothing/here", bytes.NewReader([]byte("x")), store.PutOptions{IfMatch: "0123456789abcdef0123456789abcdef"})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	_, err = s.Head(context.Background(), "nothing/here")
+	require.ErrorIs(t, err, store.ErrNotExist, "a failed If-Match must not create the object")
+}
+
+func testConditionalDelete(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a1 := put(t, s, "del", "v1", store.PutOptions{})
+	a2 := put(t, s, "del", "v2", store.PutOptions{})
+	err := s.Delete(ctx, "del", store.DeleteOptions{IfMatch: a1.ETag})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	body, _ := get(t, s, "del")
+	assert.Equal(t, "v2", body, "a failed conditional delete must keep the object")
+	require.NoError(t, s.Delete(ctx, "del", store.DeleteOptions{IfMatch: a2.ETag}))
+	_, err = s.Head(ctx, "del")
+	require.ErrorIs(t, err, store.ErrNotExist)
+}
+
+// putMany writes n small objects key(i) in parallel.
+func putMany(t *testing.T, s store.Store, n int, key func(i int) string) {
+	t.Helper()
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			_, err := s.Put(ctx, key(i), bytes.NewReader([]byte("x")), store.PutOptions{})
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+}
+
+func listAll(t *testing.T, s store.Store, prefix, delim, after string) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range store.List(context.Background(), s, prefix, delim, after) {
+		require.NoError(t, err)
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+func testDeleteMany(t *testing.T, s store.Store) {
+	const n = 1100 // more than one batch
+	key := func(i int) string { return fmt.Sprintf("dm/%05d", i) }
+	putMany(t, s, n, key)
+	put(t, s, "keep", "k", store.PutOptions{})
+	var keys []string
+	for i := range n {
+		keys = append(keys, key(i))
+	}
+	keys = append(keys, "dm/never-existed")
+	require.NoError(t, s.DeleteMany(context.Background(), keys))
+	assert.Empty(t, listAll(t, s, "dm/", "", ""))
+	assert.Equal(t, []string{"keep"}, listAll(t, s, "", "", ""))
+}
+
+func testListPaging(t *testing.T, s store.Store) {
+	const n = 1234
+	key := func(i int) string { return fmt.Sprintf("lp/%05d", i) }
+	putMany(t, s, n, key)
+	put(t, s, "lp0", "outside the prefix", store.PutOptions{})
+	put(t, s, "lo", "before the prefix", store.PutOptions{})
+
+	keys := listAll(t, s, "lp/", "", "")
+	require.Len(t, keys, n)
+	for i, k := range keys {
+		require.Equal(t, key(i), k, "listing must be in lexical order")
+	}
+	after := listAll(t, s, "lp/", "", key(1000))
+	require.Len(t, after, n-1001)
+	assert.Equal(t, key(1001), after[0])
+
+	// Explicit small pages, following tokens by hand.
+	ctx := context.Background()
+	req := store.ListRequest{Prefix: "lp/", MaxKeys: 500}
+	var pages, total int
+	for {
+		p, err := s.List(ctx, req)
+		require.NoError(t, err)
+		pages++
+		total += len(p.Objects)
+		require.LessOrEqual(t, len(p.Objects), 500)
+		for _, o := range p.Objects {
+			assert.EqualValues(t, 1, o.Size)
+			assert.NotEmpty(t, o.ETag)
+		}
+		if p.Next == "" {
+			break
+		}
+		req.Token = p.Next
+	}
+	assert.Equal(t, n, total)
+	assert.Equal(t, 3, pages)
+}
+
+func testListDelimiter(t *testing.T, s store.Store) {
+	for _, k := range []string{"d/a/1", "d/a/2", "d/b/1", "d/c", "d/d/x/y", "d/e", "e/z"} {
+		put(t, s, k, "x", store.PutOptions{})
+	}
+	assert.Equal(t, []string{"d/a/", "d/b/", "d/c", "d/d/", "d/e"}, listAll(t, s, "d/", "/", ""))
+	assert.Equal(t, []string{"d/", "e/"}, listAll(t, s, "", "/", ""))
+	assert.Equal(t, []string{"d/b/", "d/c", "d/d/", "d/e"}, listAll(t, s, "d/", "/", "d/a/2"))
+
+	// Pages of one entry must not repeat a common prefix.
+	ctx := context.Background()
+	req := store.ListRequest{Prefix: "d/", Delimiter: "/", MaxKeys: 1}
+	var got []string
+	for range 20 {
+		p, err := s.List(ctx, req)
+		require.NoError(t, err)
+		got = append(got, p.Prefixes...)
+		for _, o := range p.Objects {
+			got = append(got, o.Key)
+		}
+		if p.Next == "" {
+			break
+		}
+		req.Token = p.Next
+	}
+	assert.Equal(t, []string{"d/a/", "d/b/", "d/c", "d/d/", "d/e"}, got)
+}
+
+func testServerTime(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	plausible := func(what string, ts time.Time) {
+		t.Helper()
+		require.Falsef(t, ts.IsZero(), "%s: server time missing", what)
+		// Server and test share a host here, so the clocks agree closely.
+		assert.WithinDurationf(t, time.Now(), ts, time.Minute, "%s: server time implausible", what)
+	}
+	pa := put(t, s, "clock", "x", store.PutOptions{})
+	plausible("put", pa.ServerTime)
+	_, ga := get(t, s, "clock")
+	plausible("get", ga.ServerTime)
+	ha, err := s.Head(ctx, "clock")
+	require.NoError(t, err)
+	plausible("head", ha.ServerTime)
+	// Ages are computed as ServerTime - LastModified; it must not be
+	// negative beyond the one-second resolution of HTTP dates.
+	assert.False(t, ha.ServerTime.Before(ha.LastModified.Add(-time.Second)), "server time %v before last-modified %v", ha.ServerTime, ha.LastModified)
+}
+
+func testCreateRace(t *testing.T, s store.Store) {
+	const racers, rounds = 64, 50
+	for r := range rounds {
+		key := "race/" + strconv.Itoa(r)
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, racers)
+		start := make(chan struct{})
+		for w := range racers {
+			wg.Go(func() {
+				<-start
+				_, err := s.Put(context.Background(), key, bytes.NewReader([]byte(strconv.Itoa(w))), store.PutOptions{IfNoneMatch: true})
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, store.ErrPrecondition), errors.Is(err, store.ErrConflict):
+				default:
+					errs <- err
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.EqualValuesf(t, 1, wins.Load(), "round %d: exactly one create must win", r)
+	}
+}
+
+func testCASCounter(t *testing.T, s store.Store) {
+	const workers, incs = 16, 30
+	ctx := context.Background()
+	put(t, s, "counter", "0", store.PutOptions{IfNoneMatch: true})
+	g := new(errgroup.Group)
+	for range workers {
+		g.Go(func() error {
+			for done := 0; done < incs; {
+				rc, a, err := s.Get(ctx, "counter")
+				if err != nil {
+					return err
+				}
+				b, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					return err
+				}
+				n, err := strconv.Atoi(string(b))
+				if err != nil {
+					return fmt.Errorf("counter body %q: %w", b, err)
+				}
+				_, err = s.Put(ctx, "counter", bytes.NewReader([]byte(strconv.Itoa(n+1))), store.PutOptions{IfMatch: a.ETag})
+				switch {
+				case err == nil:
+					done++
+				case errors.Is(err, store.ErrPrecondition), errors.Is(err, store.ErrConflict):
+				default:
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	body, _ := get(t, s, "counter")
+	assert.Equal(t, strconv.Itoa(workers*incs), body, "a lost update would leave the counter short")
+}
+
+// onlyReader hides every method but Read, so drivers see a stream of
+// unknown length.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+func testLargeObject(t *testing.T, s store.Store) {
+	const size = 64 << 20
+	data := make([]byte, size)
+	_, err := rand.Read(data)
+	require.NoError(t, err)
+	want := sha256.Sum256(data)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		size int64
+	}{
+		{"known-size", bytes.NewReader(data), size},
+		{"stream", onlyReader{bytes.NewReader(data)}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "large/" + c.name
+			a, err := s.Put(ctx, key, c.body, store.PutOptions{Size: c.size})
+			require.NoError(t, err)
+			require.NotEmpty(t, a.ETag)
+			rc, ga, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			defer rc.Close()
+			h := sha256.New()
+			n, err := io.Copy(h, rc)
+			require.NoError(t, err)
+			assert.EqualValues(t, size, n)
+			assert.EqualValues(t, size, ga.Size)
+			assert.Equal(t, want[:], h.Sum(nil), "content differs after the round trip")
+		})
+	}
+}
+
+func testProbe(t *testing.T, s store.Store) {
+	require.NoError(t, store.Probe(context.Background(), s))
+	assert.Empty(t, listAll(t, s, store.ProbePrefix, "", ""), "probe must clean up after itself")
+}
