@@ -1,0 +1,225 @@
+package commit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// CommitOptions are the informational fields and the fencing token of a
+// commit.
+type CommitOptions struct {
+	Message string
+	Meta    map[string]string
+	// Fence is the fencing token of the lease the writer holds, or 0. The
+	// commit is refused if a higher token has committed, and it raises the
+	// pointer's fence to this token.
+	Fence uint64
+}
+
+// maxCASRetries bounds how often Commit re-sends the pointer write after
+// the pointer changed without a new commit (the collector moved its
+// horizon) or the store reported a conflicting write in progress.
+const maxCASRetries = 8
+
+// Commit writes the manifest and swaps the pointer to this generation.
+//
+// On success it returns the pointer as written. If another writer won, the
+// staged objects are deleted and the error is a *ConflictError. If the
+// outcome cannot be proven, the error matches ErrCommitUnknown and nothing
+// is deleted. After Commit returns, the Tx cannot be used again.
+func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
+	tx.mu.Lock()
+	if err := tx.checkOpen(); err != nil {
+		tx.mu.Unlock()
+		return nil, err
+	}
+	tx.done = true
+	entries := slices.Collect(maps.Values(tx.entries))
+	tx.mu.Unlock()
+
+	m := &generation.Manifest{
+		Format:       generation.Format,
+		Generation:   tx.gen,
+		Seq:          1,
+		StagingStart: tx.stagingStart,
+		Writer:       tx.d.writer,
+		Message:      opts.Message,
+		Meta:         opts.Meta,
+		Entries:      entries,
+	}
+	if tx.base != nil {
+		m.Parent, m.ParentManifestSHA256, m.Seq = tx.base.Generation, tx.base.ManifestSHA256, tx.base.Seq+1
+	}
+	stored, err := generation.Encode(m)
+	if err != nil {
+		return nil, tx.abort(ctx, err)
+	}
+	sum := sha256.Sum256(stored)
+	if _, err := tx.d.s.Put(ctx, generation.ManifestKey(tx.gen), bytes.NewReader(stored), store.PutOptions{
+		IfNoneMatch: true, Size: int64(len(stored)), ContentType: "application/json",
+	}); err != nil {
+		// The pointer is untouched, so this generation cannot be live.
+		return nil, tx.abort(ctx, fmt.Errorf("commit: write manifest: %w", err))
+	}
+
+	next := &pointer.Pointer{
+		Seq:            m.Seq,
+		Generation:     tx.gen,
+		Parent:         m.Parent,
+		Manifest:       generation.ManifestKey(tx.gen),
+		ManifestSHA256: hex.EncodeToString(sum[:]),
+		CommittedAt:    time.Now().UTC(),
+		Writer:         tx.d.writer,
+		Message:        opts.Message,
+		Meta:           opts.Meta,
+	}
+	cur, etag := tx.base, tx.baseETag
+	for attempt := 0; ; attempt++ {
+		if err := tx.guard(cur, opts.Fence); err != nil {
+			return nil, tx.abort(ctx, err)
+		}
+		if cur != nil {
+			next.GCHorizon, next.Fence = cur.GCHorizon, max(cur.Fence, opts.Fence)
+		} else {
+			next.Fence = opts.Fence
+		}
+		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
+		if werr == nil {
+			return next, nil
+		}
+		// Whatever the error, the write may have landed (a lost response,
+		// or an SDK retry that hit our own write and got 412). Read back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+		got, attrs, rerr := pointer.Read(rctx, tx.d.s)
+		var o outcome
+		if rerr == nil {
+			o, err = tx.resolve(rctx, got, next)
+		}
+		cancel()
+		switch {
+		case rerr != nil && errors.Is(rerr, store.ErrNotExist) && cur == nil:
+			// Our create did not land and nobody else's did.
+			o = notApplied
+		case rerr != nil:
+			return nil, fmt.Errorf("%w: write pointer: %v; read back: %v", ErrCommitUnknown, werr, rerr)
+		case err != nil:
+			return nil, fmt.Errorf("%w: write pointer: %v; %v", ErrCommitUnknown, werr, err)
+		}
+		switch o {
+		case mine:
+			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
+			return next, nil
+		case lost:
+			winner := tx.winner
+			tx.discardQuietly(ctx)
+			return nil, &ConflictError{Winner: winner, Seq: next.Seq}
+		case notApplied:
+			if attempt == maxCASRetries {
+				return nil, fmt.Errorf("%w: pointer write kept failing: %v", ErrCommitUnknown, werr)
+			}
+			if got != nil {
+				cur, etag = got, attrs.ETag
+			}
+			if errors.Is(werr, store.ErrConflict) {
+				sleep(ctx, tx.d.retry.backoff(attempt))
+			}
+		}
+	}
+}
+
+type outcome int
+
+const (
+	notApplied outcome = iota
+	mine
+	lost
+)
+
+// resolve decides the outcome of an uncertain pointer write from the
+// pointer read back afterwards.
+func (tx *Tx) resolve(ctx context.Context, got, want *pointer.Pointer) (outcome, error) {
+	if got.WriteID == want.WriteID {
+		return mine, nil // our write landed; possibly an SDK retry then saw 412
+	}
+	if got.Seq >= want.Seq {
+		gen, err := tx.d.generationAt(ctx, got, want.Seq)
+		if err != nil {
+			return 0, fmt.Errorf("cannot tell who committed seq %d: %w", want.Seq, err)
+		}
+		if gen == tx.gen {
+			return mine, nil // we committed and others built on top
+		}
+		tx.winner = gen
+		return lost, nil
+	}
+	base := tx.base
+	if base != nil && got.Seq == base.Seq && got.Generation == base.Generation {
+		return notApplied, nil // only the horizon moved, or nothing applied
+	}
+	return 0, fmt.Errorf("pointer went from seq %d to an unexpected seq %d (generation %s)", want.Seq-1, got.Seq, got.Generation)
+}
+
+// generationAt walks the parent chain from the pointer p back to seq and
+// returns the generation there.
+func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint64) (string, error) {
+	if p.Seq == seq {
+		return p.Generation, nil
+	}
+	gen := p.Parent
+	for s := p.Seq - 1; gen != ""; s-- {
+		m, err := d.loadManifest(ctx, gen, "")
+		if err != nil {
+			return "", err
+		}
+		if m.Seq != s {
+			return "", fmt.Errorf("%w: generation %s has seq %d, its child expected %d", generation.ErrCorrupt, gen, m.Seq, s)
+		}
+		if s == seq {
+			return gen, nil
+		}
+		gen = m.Parent
+	}
+	return "", fmt.Errorf("%w: seq %d is not in the history", ErrNotFound, seq)
+}
+
+// guard applies the collector-horizon and fencing checks against the
+// newest pointer seen.
+func (tx *Tx) guard(cur *pointer.Pointer, fence uint64) error {
+	if cur == nil {
+		return nil
+	}
+	if !cur.GCHorizon.IsZero() && !cur.GCHorizon.Before(tx.stagingStart) {
+		return fmt.Errorf("%w: generation %s started staging at %s, the collector's horizon is %s",
+			ErrStale, tx.gen, tx.stagingStart.Format(time.RFC3339), cur.GCHorizon.Format(time.RFC3339))
+	}
+	if cur.Fence > fence {
+		return &FencedError{Mine: fence, Committed: cur.Fence}
+	}
+	return nil
+}
+
+// abort discards the staged objects of a Tx that provably did not commit
+// and returns err.
+func (tx *Tx) abort(ctx context.Context, err error) error {
+	tx.discardQuietly(ctx)
+	return err
+}
+
+func (tx *Tx) discardQuietly(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	if err := tx.Discard(dctx); err != nil {
+		tx.d.log.Warn("discard failed; the orphan sweep will remove the objects", "generation", tx.gen, "error", err)
+	}
+}

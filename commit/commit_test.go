@@ -1,0 +1,578 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+
+// eachStore runs fn on a fresh store of every driver.
+func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	for _, f := range teststores.All() {
+		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
+	}
+}
+
+// publish commits files (path → content) as one generation.
+func publish(t *testing.T, d *commit.Dataset, files map[string]string, opts commit.CommitOptions) (*pointer.Pointer, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	for p, c := range files {
+		require.NoError(t, tx.PutBytes(ctx, p, []byte(c)))
+	}
+	return tx.Commit(ctx, opts)
+}
+
+// keysUnder lists every key under prefix.
+func keysUnder(t *testing.T, s store.Store, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range store.List(context.Background(), s, prefix, "", "") {
+		require.NoError(t, err)
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// checkComplete asserts I1: the pointer names a generation whose manifest
+// and every file are present and match their checksums.
+func checkComplete(t *testing.T, d *commit.Dataset) *commit.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	for _, e := range snap.Files() {
+		_, err := snap.ReadFile(ctx, e.Path)
+		require.NoError(t, err, "I1: file %q of the current generation", e.Path)
+	}
+	return snap
+}
+
+func TestCommitAndRead(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s, commit.WithWriter("test"))
+		_, err := d.Open(ctx)
+		require.ErrorIs(t, err, commit.ErrNoCommits)
+
+		p1, err := publish(t, d, map[string]string{"a.txt": "alpha", "dir/b.txt": "beta"}, commit.CommitOptions{Message: "first"})
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, p1.Seq)
+		assert.Empty(t, p1.Parent)
+
+		p2, err := publish(t, d, map[string]string{"a.txt": "alpha2"}, commit.CommitOptions{Meta: map[string]string{"k": "v"}})
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, p2.Seq)
+		assert.Equal(t, p1.Generation, p2.Parent)
+
+		snap := checkComplete(t, d)
+		assert.Equal(t, p2.Generation, snap.Generation())
+		got, err := snap.ReadFile(ctx, "a.txt")
+		require.NoError(t, err)
+		assert.Equal(t, "alpha2", string(got))
+		_, err = snap.ReadFile(ctx, "dir/b.txt")
+		require.ErrorIs(t, err, commit.ErrNotFound, "a generation holds exactly the files staged into it")
+
+		// Time travel, by seq and by generation id.
+		old, err := d.OpenAt(ctx, "1")
+		require.NoError(t, err)
+		got, err = old.ReadFile(ctx, "dir/b.txt")
+		require.NoError(t, err)
+		assert.Equal(t, "beta", string(got))
+		old, err = d.OpenAt(ctx, p1.Generation)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, old.Seq())
+		_, err = d.OpenAt(ctx, "7")
+		require.ErrorIs(t, err, commit.ErrNotFound)
+
+		var seqs []uint64
+		for m, err := range d.History(ctx, snap) {
+			require.NoError(t, err)
+			seqs = append(seqs, m.Seq)
+		}
+		assert.Equal(t, []uint64{2, 1}, seqs)
+	})
+}
+
+func TestIncrementalAndCompression(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			d := commit.New(s, commit.WithCompression(true))
+			dir := t.TempDir()
+			for i := range 5 {
+				require.NoError(t, os.WriteFile(dir+"/f"+strconv.Itoa(i), []byte(strings.Repeat("data", 1000)+strconv.Itoa(i)), 0o644))
+			}
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, tx.AddDir(ctx, dir))
+			p1, err := tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+
+			require.NoError(t, os.WriteFile(dir+"/f2", []byte("changed"), 0o644))
+			tx, err = d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, tx.AddDir(ctx, dir))
+			assert.Equal(t, 4, tx.Reused())
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+
+			snap := checkComplete(t, d)
+			for _, e := range snap.Files() {
+				assert.Equal(t, generation.EncodingZstd, e.Encoding)
+				if e.Path == "f2" {
+					assert.Equal(t, snap.Generation(), generation.FromKey(e.Key))
+				} else {
+					assert.Equal(t, p1.Generation, generation.FromKey(e.Key), "unchanged %s is referenced, not re-uploaded", e.Path)
+				}
+			}
+			got, err := snap.ReadFile(ctx, "f2")
+			require.NoError(t, err)
+			assert.Equal(t, "changed", string(got))
+			// The stored object is compressed: smaller than the file.
+			e, _ := snap.Manifest.Find("f0")
+			a, err := s.Head(ctx, e.Key)
+			require.NoError(t, err)
+			assert.Less(t, a.Size, e.Size)
+		})
+	}
+}
+
+// TestConcurrentWriters: 16 writers race from the same base, in several
+// rounds, while readers read. Every success is in the history (I2), each
+// loser's objects are gone, the pointer always resolves completely (I1),
+// and every reader sees exactly one generation's files (I3).
+func TestConcurrentWriters(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		_, err := publish(t, d, map[string]string{"a": "init", "b": "init", "c": "init"}, commit.CommitOptions{})
+		require.NoError(t, err)
+
+		stop := make(chan struct{})
+		var readers sync.WaitGroup
+		var reads atomic.Int64
+		readErrs := make(chan error, 4)
+		for range 4 {
+			readers.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := readOneGeneration(ctx, d); err != nil {
+						readErrs <- err
+						return
+					}
+					reads.Add(1)
+				}
+			})
+		}
+
+		var winners []string
+		const writers, rounds = 16, 3
+		for round := range rounds {
+			txs := make([]*commit.Tx, writers)
+			for w := range writers {
+				tx, err := d.Begin(ctx)
+				require.NoError(t, err)
+				txs[w] = tx
+			}
+			type result struct {
+				gen string
+				p   *pointer.Pointer
+				err error
+			}
+			results := make([]result, writers)
+			var wg sync.WaitGroup
+			for w, tx := range txs {
+				wg.Go(func() {
+					tag := fmt.Sprintf("%d/%d/%s", round, w, tx.Generation())
+					for _, f := range []string{"a", "b", "c"} {
+						if err := tx.PutBytes(ctx, f, []byte(tag)); err != nil {
+							results[w] = result{tx.Generation(), nil, err}
+							return
+						}
+					}
+					p, err := tx.Commit(ctx, commit.CommitOptions{Message: tag})
+					results[w] = result{tx.Generation(), p, err}
+				})
+			}
+			wg.Wait()
+			wins := 0
+			for _, r := range results {
+				if r.err == nil {
+					wins++
+					winners = append(winners, r.gen)
+					continue
+				}
+				var ce *commit.ConflictError
+				require.ErrorAs(t, r.err, &ce, "a loser must get a ConflictError")
+				assert.NotEqual(t, r.gen, ce.Winner)
+				assert.Empty(t, keysUnder(t, s, generation.Prefix(r.gen)), "loser %s left objects behind", r.gen)
+			}
+			require.Equal(t, 1, wins, "all writers shared one base, so exactly one can win")
+			checkComplete(t, d)
+		}
+		close(stop)
+		readers.Wait()
+		close(readErrs)
+		for err := range readErrs {
+			require.NoError(t, err)
+		}
+		assert.Positive(t, reads.Load())
+
+		// I2: every successful commit is in the history, in order.
+		snap, err := d.Open(ctx)
+		require.NoError(t, err)
+		var history []string
+		for m, err := range d.History(ctx, snap) {
+			require.NoError(t, err)
+			history = append(history, m.Generation)
+		}
+		slices.Reverse(history)
+		assert.Equal(t, winners, history[1:])
+	})
+}
+
+// readOneGeneration opens the current snapshot and checks that its files
+// all carry the same tag, and that the tag names the snapshot's generation.
+func readOneGeneration(ctx context.Context, d *commit.Dataset) error {
+	snap, err := d.Open(ctx)
+	if err != nil {
+		return err
+	}
+	var tags []string
+	for _, f := range []string{"a", "b", "c"} {
+		b, err := snap.ReadFile(ctx, f)
+		if err != nil {
+			return err
+		}
+		tags = append(tags, string(b))
+	}
+	if tags[0] != tags[1] || tags[1] != tags[2] {
+		return fmt.Errorf("I3 violated: snapshot %s mixes %v", snap.Generation(), tags)
+	}
+	if tags[0] != "init" && !strings.HasSuffix(tags[0], snap.Generation()) {
+		return fmt.Errorf("I3 violated: snapshot %s reads files of %s", snap.Generation(), tags[0])
+	}
+	return nil
+}
+
+// TestLostResponse: the pointer write lands but the writer hears a failure,
+// either a timeout or the SDK-retry shape that ends in 412. The commit must
+// report success and keep its objects.
+func TestLostResponse(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		mode faultstore.Mode
+		err  error
+	}{
+		{"timeout", faultstore.After, context.DeadlineExceeded},
+		{"5xx", faultstore.After, errors.New("500 InternalError")},
+		{"sdk-retry-412", faultstore.AfterRetry, nil},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s store.Store) {
+				fs := faultstore.New(s)
+				d := commit.New(fs)
+				_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+				require.NoError(t, err)
+				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: mode.mode, Times: 1, Err: mode.err})
+				p, err := publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
+				require.NoError(t, err, "the write landed, so the commit succeeded")
+				snap := checkComplete(t, d)
+				assert.Equal(t, p.Generation, snap.Generation())
+				assert.EqualValues(t, 2, snap.Seq())
+			})
+		})
+	}
+}
+
+// TestBuiltOnTopOfMe: my pointer write lands, the response is lost, and
+// another writer commits on top before I read the pointer back. I must
+// find my generation by walking the parent chain, and keep my objects.
+func TestBuiltOnTopOfMe(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fs := faultstore.New(s)
+		d := commit.New(fs)
+		other := commit.New(s)
+		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		var top *pointer.Pointer
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+			var err error
+			top, err = publish(t, other, map[string]string{"x": "3"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			_, err = publish(t, other, map[string]string{"x": "4"}, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "x", []byte("2")))
+		p, err := tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err, "my write landed and was built upon")
+		assert.EqualValues(t, 2, p.Seq)
+		assert.Equal(t, tx.Generation(), top.Parent)
+		assert.NotEmpty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "my committed objects must not be discarded")
+		old, err := d.OpenAt(ctx, "2")
+		require.NoError(t, err)
+		b, err := old.ReadFile(ctx, "x")
+		require.NoError(t, err)
+		assert.Equal(t, "2", string(b))
+	})
+}
+
+// TestCommitUnknown: the pointer write fails and the read-back fails too.
+// The commit must say so and delete nothing.
+func TestCommitUnknown(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		fs := faultstore.New(s)
+		d := commit.New(fs)
+		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1})
+		tx, err := d.Begin(context.Background())
+		require.NoError(t, err)
+		fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+		require.NoError(t, tx.PutBytes(context.Background(), "x", []byte("2")))
+		_, err = tx.Commit(context.Background(), commit.CommitOptions{})
+		require.ErrorIs(t, err, commit.ErrCommitUnknown)
+		fs.Clear()
+		assert.Len(t, keysUnder(t, s, generation.Prefix(tx.Generation())), 2, "unknown is never lost: the data and manifest stay")
+		snap := checkComplete(t, d)
+		assert.Equal(t, tx.Generation(), snap.Generation(), "the write had in fact landed")
+	})
+}
+
+// TestNotAppliedRetries: the pointer write fails before it is sent; the
+// commit re-reads, finds nothing changed, and retries without restaging.
+func TestNotAppliedRetries(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		fs := faultstore.New(s)
+		c := store.Count(fs)
+		d := commit.New(c)
+		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Before, Times: 2, Err: store.ErrConflict})
+		before := c.Counts()
+		_, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		used := c.Counts().Sub(before)
+		assert.EqualValues(t, 1+1+3, used[store.OpPut], "1 data + 1 manifest + 3 pointer tries")
+		checkComplete(t, d)
+	})
+}
+
+// TestStalledWriter: the collector's horizon passes the writer's staging
+// start while it stalls. Its commit must be refused and the pointer kept.
+func TestStalledWriter(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "x", []byte("stalled")))
+
+		// What the collector does before sweeping orphans.
+		cur, attrs, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		cur.GCHorizon = attrs.ServerTime.Add(time.Second)
+		_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+		require.NoError(t, err)
+
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.ErrorIs(t, err, commit.ErrStale)
+		snap := checkComplete(t, d)
+		assert.Equal(t, p1.Generation, snap.Generation())
+		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+	})
+}
+
+// TestHorizonMovedOnly: the horizon moves but stays behind the writer's
+// staging start; the commit retries the CAS and succeeds.
+func TestHorizonMovedOnly(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			d := commit.New(s)
+			_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			cur, attrs, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			cur.GCHorizon = attrs.ServerTime.Add(-time.Hour)
+			_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+			require.NoError(t, err)
+			require.NoError(t, tx.PutBytes(ctx, "x", []byte("2")))
+			p, err := tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, p.Seq)
+			assert.Equal(t, cur.GCHorizon.Unix(), p.GCHorizon.Unix(), "the horizon is carried forward")
+		})
+	}
+}
+
+func TestFencing(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		d := commit.New(s)
+		p, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{Fence: 5})
+		require.NoError(t, err)
+		assert.EqualValues(t, 5, p.Fence)
+		for _, low := range []uint64{0, 4} {
+			_, err = publish(t, d, map[string]string{"x": "low"}, commit.CommitOptions{Fence: low})
+			var fe *commit.FencedError
+			require.ErrorAs(t, err, &fe)
+			assert.EqualValues(t, 5, fe.Committed)
+			require.ErrorIs(t, err, commit.ErrFenced)
+		}
+		p, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{Fence: 5})
+		require.NoError(t, err)
+		p, err = publish(t, d, map[string]string{"x": "3"}, commit.CommitOptions{Fence: 9})
+		require.NoError(t, err)
+		assert.EqualValues(t, 9, p.Fence)
+		b, err := checkComplete(t, d).ReadFile(context.Background(), "x")
+		require.NoError(t, err)
+		assert.Equal(t, "3", string(b))
+	})
+}
+
+func TestUpdateObjectCounter(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		const workers, incs = 16, 50
+		retry := commit.Retry{Attempts: 1000, Base: time.Millisecond, Max: 50 * time.Millisecond}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Go(func() {
+				for range incs {
+					_, err := commit.UpdateObject(context.Background(), s, "state/counter", retry, func(old []byte, exists bool) ([]byte, error) {
+						n := 0
+						if exists {
+							var err error
+							if n, err = strconv.Atoi(string(old)); err != nil {
+								return nil, err
+							}
+						}
+						return []byte(strconv.Itoa(n + 1)), nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		rc, _, err := s.Get(context.Background(), "state/counter")
+		require.NoError(t, err)
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		assert.Equal(t, strconv.Itoa(workers*incs), string(b))
+	})
+}
+
+// TestUpdateObjectLostResponse: the write lands, the response is lost; the
+// read-back finds our write id and fn is not re-run.
+func TestUpdateObjectLostResponse(t *testing.T) {
+	for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
+		fs := faultstore.New(teststores.Local()[0].New(t))
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: "k", Mode: mode, Times: 1})
+		runs := 0
+		_, err := commit.UpdateObject(context.Background(), fs, "k", commit.DefaultRetry, func(old []byte, exists bool) ([]byte, error) {
+			runs++
+			return append(old, 'x'), nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 1, runs)
+		rc, _, err := fs.Get(context.Background(), "k")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		assert.Equal(t, "x", string(b))
+	}
+}
+
+func TestUpdateDataset(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		const workers, incs = 6, 4
+		d := commit.New(s, commit.WithRetry(commit.Retry{Attempts: 200, Base: time.Millisecond, Max: 100 * time.Millisecond}))
+		_, err := publish(t, d, map[string]string{"count": "0", "other": "kept"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Go(func() {
+				for range incs {
+					_, err := d.Update(context.Background(), commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+						base, err := tx.BaseSnapshot(ctx)
+						if err != nil {
+							return err
+						}
+						b, err := base.ReadFile(ctx, "count")
+						if err != nil {
+							return err
+						}
+						n, err := strconv.Atoi(string(b))
+						if err != nil {
+							return err
+						}
+						return tx.PutBytes(ctx, "count", []byte(strconv.Itoa(n+1)))
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		snap := checkComplete(t, d)
+		b, err := snap.ReadFile(context.Background(), "count")
+		require.NoError(t, err)
+		assert.Equal(t, strconv.Itoa(workers*incs), string(b))
+		b, err = snap.ReadFile(context.Background(), "other")
+		require.NoError(t, err)
+		assert.Equal(t, "kept", string(b))
+		assert.EqualValues(t, 1+workers*incs, snap.Seq())
+	})
+}

@@ -1,0 +1,124 @@
+package commit
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// The errors of this package.
+var (
+	// ErrConflict: another writer committed first. Errors of this class are
+	// *ConflictError values naming the winner.
+	ErrConflict = errors.New("commit: lost the race")
+	// ErrCommitUnknown: the pointer write may or may not have taken effect
+	// and it could not be proven either way. Nothing was deleted.
+	ErrCommitUnknown = errors.New("commit: outcome unknown")
+	// ErrStale: the collector's horizon passed this generation's staging
+	// start, so some of its objects may have been collected.
+	ErrStale = errors.New("commit: generation is stale")
+	// ErrFenced: a higher fencing token has committed.
+	ErrFenced = errors.New("commit: fenced")
+	// ErrCollected: an object of a snapshot is gone; the snapshot outlived
+	// retention. Pin snapshots that must live long, or reopen.
+	ErrCollected = errors.New("commit: object collected")
+	// ErrChecksum: a file's size or sha256 differs from its manifest entry.
+	ErrChecksum = errors.New("commit: checksum mismatch")
+	// ErrNoCommits: the dataset has no pointer yet.
+	ErrNoCommits = errors.New("commit: dataset has no commits")
+	// ErrNotFound: a path, seq or generation is not in the snapshot or history.
+	ErrNotFound = errors.New("commit: not found")
+)
+
+// ConflictError reports a lost race.
+type ConflictError struct {
+	// Winner is the generation that took the seq this commit wanted.
+	Winner string
+	Seq    uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("commit: lost the race for seq %d to generation %s", e.Seq, e.Winner)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// FencedError reports a commit refused by fencing.
+type FencedError struct {
+	Mine, Committed uint64
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("commit: fenced: token %d is below the committed token %d", e.Mine, e.Committed)
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// Dataset is a dataset under a store: everything the store holds, laid out
+// as in the package doc. Open a dataset under a key prefix with
+// store.WithPrefix. A Dataset is safe for concurrent use.
+type Dataset struct {
+	s           store.Store
+	writer      string
+	concurrency int
+	compress    bool
+	retry       Retry
+	log         *slog.Logger
+}
+
+// Option configures a Dataset.
+type Option func(*Dataset)
+
+// WithWriter names the writer in pointers and manifests (informational).
+// The default is "<hostname>:<pid>".
+func WithWriter(name string) Option { return func(d *Dataset) { d.writer = name } }
+
+// WithConcurrency bounds parallel uploads and downloads; the default is 16.
+func WithConcurrency(n int) Option {
+	return func(d *Dataset) {
+		if n > 0 {
+			d.concurrency = n
+		}
+	}
+}
+
+// WithCompression stores data objects zstd-encoded. Manifests record the
+// encoding, and readers decode transparently.
+func WithCompression(on bool) Option { return func(d *Dataset) { d.compress = on } }
+
+// WithRetry sets the retry policy of Update; see DefaultRetry.
+func WithRetry(r Retry) Option { return func(d *Dataset) { d.retry = r } }
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(d *Dataset) { d.log = l } }
+
+// New returns the dataset stored in s.
+func New(s store.Store, opts ...Option) *Dataset {
+	host, _ := os.Hostname()
+	d := &Dataset{
+		s:           s,
+		writer:      host + ":" + strconv.Itoa(os.Getpid()),
+		concurrency: 16,
+		retry:       DefaultRetry,
+		log:         slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Store returns the dataset's store.
+func (d *Dataset) Store() store.Store { return d.s }
+
+// resolveTimeout bounds the reads that settle an ambiguous pointer write.
+// They run even after the caller's context is cancelled: walking away
+// without knowing the outcome would leave it unknown.
+const resolveTimeout = 30 * time.Second

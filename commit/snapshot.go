@@ -1,0 +1,225 @@
+package commit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"iter"
+	"strconv"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// Snapshot is one generation of a dataset, opened for reading. It stays
+// valid while its generation is retained by the collector; pin it to keep
+// it longer.
+type Snapshot struct {
+	d *Dataset
+	// Pointer is the pointer the snapshot was resolved through: the
+	// current one when the snapshot was opened.
+	Pointer  *pointer.Pointer
+	Manifest *generation.Manifest
+}
+
+// Generation returns the snapshot's generation id.
+func (s *Snapshot) Generation() string { return s.Manifest.Generation }
+
+// Seq returns the pointer sequence number of the snapshot's generation.
+func (s *Snapshot) Seq() uint64 { return s.Manifest.Seq }
+
+// Files returns the snapshot's entries, sorted by path.
+func (s *Snapshot) Files() []generation.Entry { return s.Manifest.Entries }
+
+// Open reads the current generation: one pointer GET and one manifest GET.
+// A dataset without commits returns ErrNoCommits.
+func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
+	p, _, err := pointer.Read(ctx, d.s)
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("%w (no %s)", ErrNoCommits, pointer.Key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
+	if err != nil {
+		return nil, fmt.Errorf("commit: pointer seq %d names generation %s: %w", p.Seq, p.Generation, err)
+	}
+	if m.Seq != p.Seq {
+		return nil, fmt.Errorf("%w: pointer seq %d, manifest seq %d", generation.ErrCorrupt, p.Seq, m.Seq)
+	}
+	return &Snapshot{d: d, Pointer: p, Manifest: m}, nil
+}
+
+// OpenAt reads an older generation while it is retained (time travel). ref
+// is a seq number or a generation id; it is looked up by walking the parent
+// chain from the current pointer, one manifest GET per step.
+func (d *Dataset) OpenAt(ctx context.Context, ref string) (*Snapshot, error) {
+	cur, err := d.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seq, serr := strconv.ParseUint(ref, 10, 64)
+	if serr != nil && generation.Valid(ref) != nil {
+		return nil, fmt.Errorf("commit: %q is neither a seq number nor a generation id", ref)
+	}
+	for m, err := range d.History(ctx, cur) {
+		if err != nil {
+			return nil, fmt.Errorf("commit: looking for %s: %w", ref, err)
+		}
+		if (serr == nil && m.Seq == seq) || m.Generation == ref {
+			return &Snapshot{d: d, Pointer: cur.Pointer, Manifest: m}, nil
+		}
+		if serr == nil && m.Seq < seq {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %s is not in the history of %s", ErrNotFound, ref, pointer.Key)
+}
+
+// History yields the manifests from the snapshot's generation back through
+// its parents, newest first. Each link is verified against the checksum its
+// child recorded. It ends at the first generation, or with an error
+// matching ErrCollected where the collector has removed older history.
+func (d *Dataset) History(ctx context.Context, from *Snapshot) iter.Seq2[*generation.Manifest, error] {
+	return func(yield func(*generation.Manifest, error) bool) {
+		m := from.Manifest
+		for {
+			if !yield(m, nil) || m.Parent == "" {
+				return
+			}
+			parent, err := d.loadManifest(ctx, m.Parent, m.ParentManifestSHA256)
+			if err == nil && parent.Seq+1 != m.Seq {
+				err = fmt.Errorf("%w: generation %s has seq %d but its child %s has seq %d", generation.ErrCorrupt, parent.Generation, parent.Seq, m.Generation, m.Seq)
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			m = parent
+		}
+	}
+}
+
+// loadManifest reads and validates a generation's manifest. If wantSHA is
+// not empty the stored bytes must match it. A missing manifest matches
+// ErrCollected.
+func (d *Dataset) loadManifest(ctx context.Context, gen, wantSHA string) (*generation.Manifest, error) {
+	key := generation.ManifestKey(gen)
+	rc, _, err := d.s.Get(ctx, key)
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("%w: manifest %q: %v", ErrCollected, key, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, generation.MaxStored+1))
+	if err != nil {
+		return nil, fmt.Errorf("commit: read manifest %q: %w", key, err)
+	}
+	if wantSHA != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != wantSHA {
+			return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded for it", generation.ErrCorrupt, key)
+		}
+	}
+	m, err := generation.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %q: %w", key, err)
+	}
+	if m.Generation != gen {
+		return nil, fmt.Errorf("%w: manifest %q describes generation %s", generation.ErrCorrupt, key, m.Generation)
+	}
+	return m, nil
+}
+
+// Open opens one file of the snapshot. The reader verifies the size and
+// sha256 while streaming and returns an error matching ErrChecksum at EOF
+// on a mismatch: treat the data as good only after a nil error at EOF. A
+// file whose object is gone returns ErrCollected.
+func (s *Snapshot) Open(ctx context.Context, path string) (io.ReadCloser, error) {
+	e, ok := s.Manifest.Find(path)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not in generation %s", ErrNotFound, path, s.Generation())
+	}
+	return s.OpenEntry(ctx, e)
+}
+
+// OpenEntry opens the file an entry of the snapshot's manifest describes.
+func (s *Snapshot) OpenEntry(ctx context.Context, e generation.Entry) (io.ReadCloser, error) {
+	rc, _, err := s.d.s.Get(ctx, e.Key)
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %q of generation %s (seq %d): %v", ErrCollected, e.Path, s.Generation(), s.Seq(), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{e: e, raw: rc, h: sha256.New()}
+	v.r = rc
+	if e.Encoding == generation.EncodingZstd {
+		dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		v.dec, v.r = dec, dec
+	}
+	return v, nil
+}
+
+// ReadFile reads a whole file of the snapshot, verified.
+func (s *Snapshot) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	rc, err := s.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, rc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// verifier checks size and sha256 of a stream against its entry.
+type verifier struct {
+	e   generation.Entry
+	raw io.ReadCloser
+	dec *zstd.Decoder
+	r   io.Reader
+	h   hash.Hash
+	n   int64
+}
+
+func (v *verifier) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.n += int64(n)
+	v.h.Write(p[:n])
+	if v.n > v.e.Size {
+		return n, fmt.Errorf("%w: %q is longer than its %d bytes", ErrChecksum, v.e.Path, v.e.Size)
+	}
+	if err == io.EOF {
+		if v.n != v.e.Size {
+			return n, fmt.Errorf("%w: %q has %d bytes, its manifest says %d", ErrChecksum, v.e.Path, v.n, v.e.Size)
+		}
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.e.SHA256 {
+			return n, fmt.Errorf("%w: %q has sha256 %s, its manifest says %s", ErrChecksum, v.e.Path, got, v.e.SHA256)
+		}
+	}
+	return n, err
+}
+
+func (v *verifier) Close() error {
+	if v.dec != nil {
+		v.dec.Close()
+	}
+	return v.raw.Close()
+}

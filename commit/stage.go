@@ -1,0 +1,333 @@
+package commit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// Tx is a generation being staged. Create it with Dataset.Begin, add files,
+// then Commit or Discard. Its methods are safe for concurrent use.
+type Tx struct {
+	d            *Dataset
+	gen          string
+	base         *pointer.Pointer // nil for the first commit
+	baseETag     string
+	baseManifest *generation.Manifest // loaded on first use; see loadBase
+	stagingStart time.Time
+
+	mu      sync.Mutex
+	entries map[string]generation.Entry
+	staged  []string // keys this Tx wrote, all under its own generation
+	reused  int
+	done    bool
+	winner  string // set when the commit is proven lost
+}
+
+// Begin reads the current pointer and starts staging a new generation on
+// top of it. The generation starts empty; see KeepAll.
+func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
+	gen, err := generation.New()
+	if err != nil {
+		return nil, err
+	}
+	tx := &Tx{d: d, gen: gen, entries: map[string]generation.Entry{}}
+	p, attrs, err := pointer.Read(ctx, d.s)
+	switch {
+	case errors.Is(err, store.ErrNotExist):
+		// First commit. No collector runs on a dataset without a pointer
+		// (it has nowhere to publish a horizon), so the staging start only
+		// needs to be a server time, and the local one will do for a start
+		// that is never compared.
+		tx.stagingStart = time.Now().UTC()
+	case err != nil:
+		return nil, fmt.Errorf("commit: read base pointer: %w", err)
+	default:
+		tx.base, tx.baseETag = p, attrs.ETag
+		// The Date of the pointer GET precedes every object this Tx
+		// writes, so it bounds their Last-Modified from below, even at
+		// HTTP's one-second resolution.
+		tx.stagingStart = attrs.ServerTime.UTC()
+	}
+	return tx, nil
+}
+
+// loadBase returns the base generation's manifest, reading it on first
+// use, or nil for the first commit. A commit that never looks at its base
+// does not pay for the GET.
+func (tx *Tx) loadBase(ctx context.Context) (*generation.Manifest, error) {
+	if tx.base == nil {
+		return nil, nil
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.baseManifest == nil {
+		m, err := tx.d.loadManifest(ctx, tx.base.Generation, tx.base.ManifestSHA256)
+		if err != nil {
+			return nil, fmt.Errorf("commit: base generation %s: %w", tx.base.Generation, err)
+		}
+		tx.baseManifest = m
+	}
+	return tx.baseManifest, nil
+}
+
+// Generation returns the id of the generation being staged.
+func (tx *Tx) Generation() string { return tx.gen }
+
+// Base returns the pointer the Tx builds on, or nil for the first commit.
+func (tx *Tx) Base() *pointer.Pointer { return tx.base }
+
+// BaseSnapshot returns the snapshot the Tx builds on, for reading while
+// modifying. It returns ErrNoCommits for the first commit.
+func (tx *Tx) BaseSnapshot(ctx context.Context) (*Snapshot, error) {
+	m, err := tx.loadBase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, ErrNoCommits
+	}
+	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m}, nil
+}
+
+// Files returns the paths staged so far, sorted.
+func (tx *Tx) Files() []string {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return slices.Sorted(maps.Keys(tx.entries))
+}
+
+// KeepAll carries every file of the base generation into this one, by
+// reference: nothing is copied. Later Puts and Removes override it.
+func (tx *Tx) KeepAll(ctx context.Context) error {
+	m, err := tx.loadBase(ctx)
+	if err != nil || m == nil {
+		return err
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for _, e := range m.Entries {
+		tx.entries[e.Path] = e
+	}
+	return nil
+}
+
+// Remove drops a path from the generation being staged.
+func (tx *Tx) Remove(path string) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	delete(tx.entries, path)
+}
+
+func (tx *Tx) checkOpen() error {
+	if tx.done {
+		return errors.New("commit: transaction already committed or discarded")
+	}
+	return nil
+}
+
+// Put stages one file from r. The sha256 and size are computed while the
+// body streams to the store; r is read once. size is the length of r when
+// known, or 0.
+func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) error {
+	if err := generation.CheckPath(path); err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	err := tx.checkOpen()
+	tx.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	key := generation.DataKey(tx.gen, path)
+	h := sha256.New()
+	counted := &countingReader{r: io.TeeReader(r, h)}
+	opts := store.PutOptions{Size: size}
+	var body io.Reader = counted
+	encoding := generation.EncodingNone
+	if tx.d.compress {
+		encoding = generation.EncodingZstd
+		opts.Size, opts.ContentEncoding = 0, "zstd"
+		zr := compressing(counted)
+		defer zr.Close() // unblocks the encoder if the PUT stops reading
+		body = zr
+	}
+	// Record the key before the PUT: a PUT that fails may still have
+	// landed, and Discard must remove it.
+	tx.mu.Lock()
+	tx.staged = append(tx.staged, key)
+	tx.mu.Unlock()
+	if _, err := tx.d.s.Put(ctx, key, body, opts); err != nil {
+		return fmt.Errorf("commit: stage %q: %w", path, err)
+	}
+	if size > 0 && counted.n != size {
+		return fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
+	}
+	return tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding})
+}
+
+func (tx *Tx) add(e generation.Entry) error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkOpen(); err != nil {
+		return err
+	}
+	tx.entries[e.Path] = e
+	return nil
+}
+
+// PutBytes stages one file from memory.
+func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
+	return tx.Put(ctx, path, bytes.NewReader(data), int64(len(data)))
+}
+
+// PutFile stages a local file. If the base generation has a file at the
+// same path with the same size and sha256, the new generation references
+// the existing object instead of uploading it again (incremental publish).
+func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("commit: %s: not a regular file", local)
+	}
+	base, err := tx.loadBase(ctx)
+	if err != nil {
+		return err
+	}
+	var old generation.Entry
+	var ok bool
+	if base != nil {
+		old, ok = base.Find(path)
+	}
+	if ok && old.Size == fi.Size() {
+		// Only a same-size candidate costs a local pre-read.
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return fmt.Errorf("commit: read %s: %w", local, err)
+		}
+		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
+			tx.mu.Lock()
+			tx.reused++
+			tx.mu.Unlock()
+			return tx.add(old)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	return tx.Put(ctx, path, f, fi.Size())
+}
+
+// AddDir stages every regular file below dir, with paths relative to it,
+// uploading in parallel up to the dataset's concurrency. Symbolic links and
+// other special files are refused rather than followed.
+func (tx *Tx) AddDir(ctx context.Context, dir string) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			return nil
+		}
+		if !de.Type().IsRegular() {
+			return fmt.Errorf("commit: %s: not a regular file (symbolic links are not followed)", p)
+		}
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(tx.d.concurrency)
+	for _, p := range files {
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		g.Go(func() error { return tx.PutFile(gctx, rel, p) })
+	}
+	return g.Wait()
+}
+
+// Reused returns how many files were referenced from the base generation
+// instead of uploaded.
+func (tx *Tx) Reused() int {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.reused
+}
+
+// Discard deletes the objects this Tx staged. It never touches objects of
+// other generations, including those reused by reference. It is a best
+// effort; the collector's orphan sweep is the backstop.
+func (tx *Tx) Discard(ctx context.Context) error {
+	tx.mu.Lock()
+	tx.done = true
+	keys := slices.Clone(tx.staged)
+	tx.mu.Unlock()
+	keys = append(keys, generation.ManifestKey(tx.gen))
+	if err := tx.d.s.DeleteMany(ctx, keys); err != nil {
+		return fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
+	}
+	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// compressing returns a reader of the zstd encoding of r. Closing it stops
+// the encoder.
+func compressing(r io.Reader) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		if _, err := io.Copy(enc, r); err != nil {
+			enc.Close()
+			pw.CloseWithError(err)
+			return
+		}
+		pw.CloseWithError(enc.Close())
+	}()
+	return pr
+}
+

@@ -1,0 +1,218 @@
+package generation
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Format is the manifest format version this package writes and reads.
+const Format = 1
+
+// Size limits for manifests read back from a store.
+const (
+	// MaxStored is the largest stored (possibly compressed) manifest accepted.
+	MaxStored = 256 << 20
+	// MaxDecoded is the largest manifest accepted after decompression.
+	MaxDecoded = 1 << 30
+	// CompressAbove is the encoded size above which Encode compresses.
+	CompressAbove = 64 << 10
+)
+
+// ErrCorrupt is matched by every error about a malformed manifest.
+var ErrCorrupt = errors.New("generation: corrupt manifest")
+
+// Encodings of data objects.
+const (
+	EncodingNone = ""
+	EncodingZstd = "zstd"
+)
+
+// Manifest lists the files of one generation.
+type Manifest struct {
+	Format     int    `json:"format"`
+	Generation string `json:"generation"`
+	// Parent is the generation this one was built on; empty for the first.
+	Parent string `json:"parent,omitempty"`
+	// ParentManifestSHA256 is the sha256 of the parent's stored manifest,
+	// so the history can be verified link by link.
+	ParentManifestSHA256 string `json:"parent_manifest_sha256,omitempty"`
+	// Seq is the pointer sequence number this generation is meant to become.
+	Seq uint64 `json:"seq"`
+	// StagingStart is a server time taken before the first object of the
+	// generation was written. A collector horizon at or past it means some
+	// of the generation's objects may have been collected.
+	StagingStart time.Time         `json:"staging_start"`
+	Writer       string            `json:"writer,omitempty"`
+	Message      string            `json:"message,omitempty"`
+	Meta         map[string]string `json:"meta,omitempty"`
+	Entries      []Entry           `json:"entries"`
+}
+
+// Entry is one file of a generation.
+type Entry struct {
+	Path string `json:"path"`
+	// Key is the object holding the file; it may belong to an older
+	// generation when an incremental publish reused an unchanged file.
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Encoding is how the object is stored: "" (as is) or "zstd". Size and
+	// SHA256 always describe the decoded file.
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// Find returns the entry for path, if any. Entries must be sorted.
+func (m *Manifest) Find(path string) (Entry, bool) {
+	i, ok := slices.BinarySearchFunc(m.Entries, path, func(e Entry, p string) int { return strings.Compare(e.Path, p) })
+	if !ok {
+		return Entry{}, false
+	}
+	return m.Entries[i], true
+}
+
+// Keys returns every object key the manifest references, including itself.
+func (m *Manifest) Keys() []string {
+	keys := make([]string, 0, len(m.Entries)+1)
+	for _, e := range m.Entries {
+		keys = append(keys, e.Key)
+	}
+	return append(keys, ManifestKey(m.Generation))
+}
+
+// TotalSize returns the sum of the entries' sizes.
+func (m *Manifest) TotalSize() int64 {
+	var n int64
+	for _, e := range m.Entries {
+		n += e.Size
+	}
+	return n
+}
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// Encode sorts the entries, validates the manifest and returns its stored
+// form: JSON, zstd-compressed when larger than CompressAbove.
+func Encode(m *Manifest) ([]byte, error) {
+	slices.SortFunc(m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("generation: encode manifest: %w", err)
+	}
+	if len(b) <= CompressAbove {
+		return b, nil
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return nil, err
+	}
+	defer enc.Close()
+	return enc.EncodeAll(b, nil), nil
+}
+
+// Decode parses and validates a stored manifest.
+func Decode(stored []byte) (*Manifest, error) {
+	if len(stored) > MaxStored {
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d allowed", ErrCorrupt, len(stored), MaxStored)
+	}
+	b := stored
+	if bytes.HasPrefix(stored, zstdMagic) {
+		dec, err := zstd.NewReader(bytes.NewReader(stored), zstd.WithDecoderMaxMemory(MaxDecoded), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		defer dec.Close()
+		b, err = io.ReadAll(io.LimitReader(dec, MaxDecoded+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: decompress: %v", ErrCorrupt, err)
+		}
+		if len(b) > MaxDecoded {
+			return nil, fmt.Errorf("%w: more than %d bytes decompressed", ErrCorrupt, MaxDecoded)
+		}
+	}
+	var probe struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if probe.Format != Format {
+		return nil, fmt.Errorf("%w: unknown format %d (this version reads %d)", ErrCorrupt, probe.Format, Format)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks every field: ids, paths, keys, sizes, checksums and
+// encodings, and that the paths are sorted and unique.
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: generation %q: %s", ErrCorrupt, m.Generation, fmt.Sprintf(format, args...))
+	}
+	if m.Format != Format {
+		return bad("format %d", m.Format)
+	}
+	if err := Valid(m.Generation); err != nil {
+		return bad("%v", err)
+	}
+	if m.Parent != "" {
+		if err := Valid(m.Parent); err != nil {
+			return bad("parent: %v", err)
+		}
+		if !isSHA256(m.ParentManifestSHA256) {
+			return bad("parent manifest sha256 %q", m.ParentManifestSHA256)
+		}
+	}
+	if m.Seq == 0 {
+		return bad("seq 0")
+	}
+	for i, e := range m.Entries {
+		if err := CheckPath(e.Path); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if i > 0 && m.Entries[i-1].Path >= e.Path {
+			return bad("paths not sorted or repeated at %q", e.Path)
+		}
+		gen := FromKey(e.Key)
+		if gen == "" || !strings.HasPrefix(e.Key, Prefix(gen)) || e.Key == ManifestKey(gen) || CheckPath(strings.TrimPrefix(e.Key, Prefix(gen))) != nil {
+			return bad("entry %q: bad key %q", e.Path, e.Key)
+		}
+		if e.Size < 0 {
+			return bad("entry %q: negative size", e.Path)
+		}
+		if !isSHA256(e.SHA256) {
+			return bad("entry %q: bad sha256 %q", e.Path, e.SHA256)
+		}
+		if e.Encoding != EncodingNone && e.Encoding != EncodingZstd {
+			return bad("entry %q: unknown encoding %q", e.Path, e.Encoding)
+		}
+	}
+	return nil
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
+}

@@ -1,0 +1,153 @@
+// Package faultstore wraps a store.Store and injects faults into chosen
+// requests, for tests: a request that fails before it is sent, one that is
+// applied but whose response is lost, and the SDK-retry shape in which the
+// lost response is followed by a resend that the store refuses.
+package faultstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// Mode says when a fault strikes.
+type Mode int
+
+const (
+	// Before fails the request without sending it.
+	Before Mode = iota
+	// After sends the request, then replaces its result with the error:
+	// the store changed, the caller hears of a failure.
+	After
+	// AfterRetry sends the request, then sends it again, as an SDK retry
+	// does after a lost response, and returns the second result (for a
+	// conditional write: a precondition failure against its own write).
+	AfterRetry
+)
+
+// ErrInjected is the default injected error, a timeout-like failure.
+var ErrInjected = errors.New("faultstore: injected fault (response lost)")
+
+// Rule injects a fault into matching requests.
+type Rule struct {
+	Op store.Op
+	// Key matches requests whose key has this prefix; "" matches all.
+	Key  string
+	Mode Mode
+	// Times is how many matching requests fail; 0 means every one.
+	Times int
+	// Err is returned; nil means ErrInjected.
+	Err error
+	// Then, if set, runs after an applied request and before the caller
+	// hears back, e.g. to let another writer act in between.
+	Then func()
+}
+
+// Store injects faults by rule into the store it wraps.
+type Store struct {
+	store.Store
+	mu    sync.Mutex
+	rules []*rule
+}
+
+type rule struct {
+	Rule
+	hits int
+}
+
+// New wraps s.
+func New(s store.Store) *Store { return &Store{Store: s} }
+
+// Add installs a rule.
+func (s *Store) Add(r Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, &rule{Rule: r})
+}
+
+// Clear removes all rules.
+func (s *Store) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = nil
+}
+
+func (s *Store) match(op store.Op, key string) *Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rules {
+		if r.Op != op || !strings.HasPrefix(key, r.Key) || (r.Times > 0 && r.hits >= r.Times) {
+			continue
+		}
+		r.hits++
+		c := r.Rule
+		if c.Err == nil {
+			c.Err = ErrInjected
+		}
+		return &c
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	r := s.match(store.OpGet, key)
+	if r != nil && r.Mode == Before {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
+	}
+	rc, a, err := s.Store.Get(ctx, key)
+	if r != nil && err == nil {
+		rc.Close()
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
+	}
+	return rc, a, err
+}
+
+// Put implements store.Store.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	r := s.match(store.OpPut, key)
+	if r == nil {
+		return s.Store.Put(ctx, key, body, opts)
+	}
+	if r.Mode == Before {
+		return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return store.Attrs{}, err
+	}
+	a, err := s.Store.Put(ctx, key, bytes.NewReader(b), opts)
+	if err != nil {
+		return a, err // the request failed on its own; nothing to inject
+	}
+	if r.Then != nil {
+		r.Then()
+	}
+	if r.Mode == AfterRetry {
+		return s.Store.Put(ctx, key, bytes.NewReader(b), opts)
+	}
+	return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	if r := s.match(store.OpDelete, key); r != nil && r.Mode == Before {
+		return store.Wrap("delete", key, nil, r.Err)
+	}
+	return s.Store.Delete(ctx, key, opts)
+}
+
+// DeleteMany implements store.Store. A rule matches on the first key.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) > 0 {
+		if r := s.match(store.OpDeleteMany, keys[0]); r != nil && r.Mode == Before {
+			return store.Wrap("delete-many", keys[0], nil, r.Err)
+		}
+	}
+	return s.Store.DeleteMany(ctx, keys)
+}

@@ -1,0 +1,63 @@
+// Package teststores gives tests one fresh, empty store per driver: mem, fs,
+// and the s3 and minio drivers against the real S3 test server. Tests that
+// range over All check their invariants on every driver.
+package teststores
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/fs"
+	"github.com/commitptr/commitptr/store/mem"
+	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
+	_ "github.com/commitptr/commitptr/store/s3"    // registers s3://
+)
+
+// Factory makes a new, empty store.
+type Factory struct {
+	Name string
+	New  func(t testing.TB) store.Store
+}
+
+var envOnce sync.Once
+
+// All returns a factory per driver. The s3 and minio factories start the
+// shared S3 test server on first use and fail the test if it cannot run.
+func All() []Factory {
+	return []Factory{
+		{"mem", func(testing.TB) store.Store { return mem.New() }},
+		{"fs", func(t testing.TB) store.Store {
+			s, err := fs.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"s3", func(t testing.TB) store.Store { return remote(t, "s3") }},
+		{"minio", func(t testing.TB) store.Store { return remote(t, "minio") }},
+	}
+}
+
+// Local returns the factories that need no server (mem and fs).
+func Local() []Factory { return All()[:2] }
+
+func remote(t testing.TB, scheme string) store.Store {
+	t.Helper()
+	srv := s3server.Shared(t)
+	envOnce.Do(func() {
+		// The drivers read credentials from the standard chain.
+		os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+		os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+		os.Setenv("AWS_REGION", srv.Region)
+	})
+	bucket := srv.NewBucket(t)
+	s, err := store.Open(context.Background(), scheme+"://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
+	if err != nil {
+		t.Fatalf("open %s store: %v", scheme, err)
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+// Package pointer reads and writes the commit pointer: the one small object
+// per dataset, at _pointer, that names the current generation. It is only
+// ever replaced by a conditional write, so its history is a sequence of
+// compare-and-swaps.
+//
+// Every pointer body is unique: seq grows by one per commit and write_id is
+// fresh per write. S3 ETags are MD5s of the body, so a repeated body would
+// bring back an old ETag and let a stale compare-and-swap succeed (ABA).
+package pointer
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/store"
+)
+
+// Key is the pointer's key within a dataset.
+const Key = "_pointer"
+
+// Format is the pointer format version this package writes and reads.
+const Format = 1
+
+// MaxSize is the largest pointer body accepted.
+const MaxSize = 64 << 10
+
+// ErrCorrupt is matched by every error about a malformed pointer.
+var ErrCorrupt = errors.New("pointer: corrupt pointer")
+
+// Pointer is the body of the commit pointer.
+type Pointer struct {
+	Format     int    `json:"format"`
+	Seq        uint64 `json:"seq"`
+	Generation string `json:"generation"`
+	Parent     string `json:"parent,omitempty"`
+	// Manifest is the key of the generation's manifest; ManifestSHA256 the
+	// sha256 of its stored bytes.
+	Manifest       string `json:"manifest"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+	// WriteID is unique per pointer write.
+	WriteID string `json:"write_id"`
+	// Fence is the highest fencing token that has committed. A commit with
+	// a lower token is refused.
+	Fence uint64 `json:"fence,omitempty"`
+	// GCHorizon is a server time set by the collector before it removes
+	// orphans: a generation whose staging started at or before it may have
+	// lost objects and can no longer be committed.
+	GCHorizon time.Time `json:"gc_horizon,omitzero"`
+
+	// Informational.
+	CommittedAt time.Time         `json:"committed_at,omitzero"`
+	Writer      string            `json:"writer,omitempty"`
+	Message     string            `json:"message,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+}
+
+// Read returns the current pointer and the attributes of its object
+// (ETag and server time). A missing pointer returns an error matching
+// store.ErrNotExist.
+func Read(ctx context.Context, s store.Store) (*Pointer, store.Attrs, error) {
+	rc, attrs, err := s.Get(ctx, Key)
+	if err != nil {
+		return nil, store.Attrs{}, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, MaxSize+1))
+	if err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", Key, nil, err)
+	}
+	p, err := Decode(b)
+	if err != nil {
+		return nil, store.Attrs{}, err
+	}
+	return p, attrs, nil
+}
+
+// Write stores p with a fresh write id. If ifMatch is empty the write is a
+// create-if-absent, else a compare-and-swap against that ETag. On error the
+// pointer may or may not have been written: the caller resolves that by
+// reading it back and comparing p.WriteID.
+func Write(ctx context.Context, s store.Store, p *Pointer, ifMatch string) (store.Attrs, error) {
+	p.Format = Format
+	p.WriteID = uuid.NewString()
+	b, err := Encode(p)
+	if err != nil {
+		return store.Attrs{}, err
+	}
+	return s.Put(ctx, Key, bytes.NewReader(b), store.PutOptions{
+		IfNoneMatch: ifMatch == "",
+		IfMatch:     ifMatch,
+		Size:        int64(len(b)),
+		ContentType: "application/json",
+	})
+}
+
+// Encode validates p and returns its body.
+func Encode(p *Pointer) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("pointer: encode: %w", err)
+	}
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("pointer: encoded size %d exceeds %d (too much meta?)", len(b), MaxSize)
+	}
+	return append(b, '\n'), nil
+}
+
+// Decode parses and validates a pointer body.
+func Decode(b []byte) (*Pointer, error) {
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxSize)
+	}
+	var probe struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if probe.Format != Format {
+		return nil, fmt.Errorf("%w: unknown format %d (this version reads %d)", ErrCorrupt, probe.Format, Format)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p Pointer
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks the pointer's fields.
+func (p *Pointer) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.Format != Format:
+		return bad("format %d", p.Format)
+	case p.Seq == 0:
+		return bad("seq 0")
+	case generation.Valid(p.Generation) != nil:
+		return bad("generation %q", p.Generation)
+	case p.Parent != "" && generation.Valid(p.Parent) != nil:
+		return bad("parent %q", p.Parent)
+	case p.Manifest != generation.ManifestKey(p.Generation):
+		return bad("manifest key %q does not belong to generation %q", p.Manifest, p.Generation)
+	case len(p.ManifestSHA256) != 64 || strings.ToLower(p.ManifestSHA256) != p.ManifestSHA256:
+		return bad("manifest sha256 %q", p.ManifestSHA256)
+	case p.WriteID == "":
+		return bad("empty write id")
+	}
+	if _, err := hex.DecodeString(p.ManifestSHA256); err != nil {
+		return bad("manifest sha256 %q", p.ManifestSHA256)
+	}
+	return nil
+}

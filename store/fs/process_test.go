@@ -1,0 +1,199 @@
+package fs_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/fs"
+)
+
+// The cross-process tests re-execute the test binary; TestHelperProcess is
+// the child's entry point, selected by these environment variables.
+const (
+	envMode = "COMMITPTR_FS_HELPER" // "create" or "cas"
+	envRoot = "COMMITPTR_FS_ROOT"
+	envID   = "COMMITPTR_FS_ID"
+	envN    = "COMMITPTR_FS_N"
+)
+
+func flockEx(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
+
+// TestHelperProcess is not a test: it is the body of a child process.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(envMode)
+	if mode == "" {
+		t.Skip("helper process for the cross-process tests")
+	}
+	if err := helper(mode); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func helper(mode string) error {
+	s, err := fs.New(os.Getenv(envRoot))
+	if err != nil {
+		return err
+	}
+	id := os.Getenv(envID)
+	n, err := strconv.Atoi(os.Getenv(envN))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	// Start together: wait for the parent's go file.
+	for {
+		if _, err := os.Stat(filepath.Join(s.Root(), "..", "go")); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	switch mode {
+	case "create":
+		for r := range n {
+			key := fmt.Sprintf("race/%d", r)
+			_, err := s.Put(ctx, key, strings.NewReader(id), store.PutOptions{IfNoneMatch: true})
+			switch {
+			case err == nil:
+				fmt.Fprintf(out, "win %d %s\n", r, id)
+			case errors.Is(err, store.ErrPrecondition):
+			default:
+				return err
+			}
+		}
+	case "cas":
+		for done, tries := 0, 0; done < n; tries++ {
+			rc, a, err := s.Get(ctx, "counter")
+			if err != nil {
+				return err
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return err
+			}
+			v, err := strconv.Atoi(string(b))
+			if err != nil {
+				return fmt.Errorf("counter body %q: %w", b, err)
+			}
+			_, err = s.Put(ctx, "counter", strings.NewReader(strconv.Itoa(v+1)), store.PutOptions{IfMatch: a.ETag})
+			switch {
+			case err == nil:
+				done++
+				fmt.Fprintf(out, "inc %d\n", v+1)
+			case errors.Is(err, store.ErrPrecondition):
+			default:
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	return nil
+}
+
+// runProcs starts procs children in mode over a fresh store, lets them go at
+// once, and returns the store and each child's output lines.
+func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) (*fs.Store, [][]string) {
+	t.Helper()
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	require.NoError(t, os.Mkdir(root, 0o700))
+	s, err := fs.New(root)
+	require.NoError(t, err)
+	if setup != nil {
+		setup(s)
+	}
+	type child struct {
+		cmd    *exec.Cmd
+		stdout bytes.Buffer
+		stderr bytes.Buffer
+	}
+	children := make([]*child, procs)
+	for i := range children {
+		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
+		c.cmd.Env = append(os.Environ(),
+			envMode+"="+mode, envRoot+"="+root, envID+"="+strconv.Itoa(i), envN+"="+strconv.Itoa(n))
+		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+		require.NoError(t, c.cmd.Start())
+		children[i] = c
+	}
+	t.Cleanup(func() {
+		for _, c := range children {
+			if c.cmd.ProcessState == nil {
+				c.cmd.Process.Kill()
+				c.cmd.Wait()
+			}
+		}
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "go"), nil, 0o600))
+	lines := make([][]string, procs)
+	for i, c := range children {
+		err := c.cmd.Wait()
+		require.NoError(t, err, "child %d: %s", i, c.stderr.String())
+		for l := range strings.Lines(c.stdout.String()) {
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, "win ") || strings.HasPrefix(l, "inc ") {
+				lines[i] = append(lines[i], l)
+			}
+		}
+	}
+	return s, lines
+}
+
+func TestCrossProcessCreateRace(t *testing.T) {
+	const procs, rounds = 8, 30
+	s, lines := runProcs(t, "create", procs, rounds, nil)
+	winners := map[int]string{}
+	for _, ls := range lines {
+		for _, l := range ls {
+			var r int
+			var id string
+			_, err := fmt.Sscanf(l, "win %d %s", &r, &id)
+			require.NoError(t, err, l)
+			prev, dup := winners[r]
+			require.Falsef(t, dup, "round %d won twice: by %s and %s", r, prev, id)
+			winners[r] = id
+		}
+	}
+	require.Len(t, winners, rounds, "every round has exactly one winner")
+	for r, id := range winners {
+		assert.Equal(t, id, read(t, s, fmt.Sprintf("race/%d", r)), "round %d: the object is the winner's", r)
+	}
+}
+
+func TestCrossProcessCASCounter(t *testing.T) {
+	const procs, incs = 8, 25
+	s, lines := runProcs(t, "cas", procs, incs, func(s *fs.Store) {
+		_, err := s.Put(context.Background(), "counter", strings.NewReader("0"), store.PutOptions{IfNoneMatch: true})
+		require.NoError(t, err)
+	})
+	seen := map[string]bool{}
+	for i, ls := range lines {
+		assert.Len(t, ls, incs, "child %d", i)
+		for _, l := range ls {
+			require.False(t, seen[l], "two processes both wrote %q: a lost update", l)
+			seen[l] = true
+		}
+	}
+	assert.Equal(t, strconv.Itoa(procs*incs), read(t, s, "counter"))
+}

@@ -1,0 +1,36 @@
+// Package minio is the store.Store driver for Amazon S3 and S3-compatible
+// servers, built on minio-go (github.com/minio/minio-go/v7). Importing it
+// registers the "minio" URL scheme with store.Open:
+//
+//	minio://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1&profile=dev&path_style=true
+//
+// The query parameters are optional; non-zero fields of store.Config
+// override them. Everything left unset follows the AWS conventions: the
+// endpoint from AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (else
+// s3.amazonaws.com; an http:// endpoint turns TLS off), the region from
+// AWS_REGION (else us-east-1), and credentials from the environment, the
+// shared credentials file (AWS_PROFILE) or IAM. Opening a store sends no
+// request: the region is always set, so minio-go never looks up a bucket's
+// location.
+//
+// # Guarantees
+//
+// Conditional writes are the server's: Put with IfNoneMatch sends
+// If-None-Match: *, Put and Delete with IfMatch send If-Match with the quoted
+// ETag. Bodies of up to PartSize bytes (and bodies of unknown size that turn
+// out to fit) go up in one PutObject; larger bodies go up as a multipart
+// upload, one part in memory at a time, whose CompleteMultipartUpload
+// carries the conditions, so that the write is atomic either way. Get sends
+// exactly one GET. Attrs.ServerTime is the response's Date header.
+//
+// # Errors
+//
+// One classifier maps every minio-go error, by S3 error code and by HTTP
+// status, to the store error classes: 404 NoSuchKey is store.ErrNotExist,
+// or store.ErrPrecondition when the request carried If-Match; 412 is
+// store.ErrPrecondition; 409 (ConditionalRequestConflict) is
+// store.ErrConflict; NoSuchBucket is store.ErrNoBucket and names the bucket;
+// 401/403 and the credential error codes are store.ErrAccess. A server that
+// cannot be reached gives an error naming the endpoint. Errors never contain
+// credentials.
+package minio

@@ -1,0 +1,606 @@
+package minio
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// PartSize is the largest body Put sends as a single PutObject, and the size
+// of each part of a multipart upload (larger when the known size needs more
+// than MaxParts parts). Put holds at most one part in memory.
+const PartSize = 16 << 20
+
+// MaxParts is the most parts one multipart upload may have (the S3 limit).
+const MaxParts = 10000
+
+// DefaultEndpoint is the endpoint used when neither Options nor the
+// environment names one.
+const DefaultEndpoint = "https://s3.amazonaws.com"
+
+// DefaultRegion is the region used when neither Options nor AWS_REGION names
+// one.
+const DefaultRegion = "us-east-1"
+
+// abortTimeout bounds the best-effort abort of a failed multipart upload.
+const abortTimeout = 30 * time.Second
+
+// Options configures New. Zero fields fall back to the AWS environment.
+type Options struct {
+	// Bucket is the bucket name. It is required.
+	Bucket string
+	// Endpoint is the S3 endpoint URL, e.g. http://127.0.0.1:7070; http://
+	// turns TLS off. Empty means AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL,
+	// then DefaultEndpoint. A bare host[:port] means https.
+	Endpoint string
+	// Region is the signing region. Empty means AWS_REGION, then
+	// DefaultRegion. The driver always sets a region, so minio-go never
+	// looks up a bucket's location.
+	Region string
+	// Profile names the shared credentials profile. Empty means
+	// AWS_PROFILE, then "default".
+	Profile string
+	// PathStyle addresses buckets as endpoint/bucket rather than
+	// bucket.endpoint, as most S3-compatible servers need.
+	PathStyle bool
+	// Transport, if not nil, sends the HTTP requests; the default is
+	// minio-go's DefaultTransport.
+	Transport http.RoundTripper
+	// Credentials, if not nil, replace the credential chain: the
+	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_SESSION_TOKEN), the shared credentials file, then IAM (instance
+	// profile, container or web identity).
+	Credentials *credentials.Credentials
+}
+
+// Store is a store.Store backed by one bucket, through minio-go. It is safe
+// for concurrent use.
+type Store struct {
+	client   *minio.Client
+	core     minio.Core
+	bucket   string
+	endpoint string // scheme://host, for error messages
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store for opts.Bucket. It sends no request, so a wrong
+// bucket, endpoint or credential shows up in the first operation.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("minio: no bucket name given")
+	}
+	if err := s3utils.CheckValidBucketName(opts.Bucket); err != nil {
+		return nil, fmt.Errorf("minio: bad bucket name %q: %w", opts.Bucket, err)
+	}
+	raw := first(opts.Endpoint, os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"), DefaultEndpoint)
+	host, secure, err := parseEndpoint(raw)
+	if err != nil {
+		return nil, err
+	}
+	creds := opts.Credentials
+	if creds == nil {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.FileAWSCredentials{Profile: opts.Profile},
+			&credentials.IAM{},
+		})
+	}
+	base := opts.Transport
+	if base == nil {
+		tr, err := minio.DefaultTransport(secure)
+		if err != nil {
+			return nil, fmt.Errorf("minio: %w", err)
+		}
+		base = tr
+	}
+	mo := &minio.Options{
+		Creds:     creds,
+		Secure:    secure,
+		Transport: transport{base: base},
+		Region:    first(opts.Region, os.Getenv("AWS_REGION"), DefaultRegion),
+	}
+	if opts.PathStyle {
+		mo.BucketLookup = minio.BucketLookupPath
+	}
+	client, err := minio.New(host, mo)
+	if err != nil {
+		return nil, fmt.Errorf("minio: endpoint %q: %w", raw, err)
+	}
+	return &Store{
+		client:   client,
+		core:     minio.Core{Client: client},
+		bucket:   opts.Bucket,
+		endpoint: client.EndpointURL().String(),
+	}, nil
+}
+
+// parseEndpoint splits an endpoint URL into the host[:port] minio-go wants
+// and whether to use TLS.
+func parseEndpoint(raw string) (host string, secure bool, err error) {
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", false, fmt.Errorf("minio: bad endpoint %q: want http://host[:port] or https://host[:port]", raw)
+	}
+	return u.Host, u.Scheme == "https", nil
+}
+
+// Get implements store.Store. It sends one GET.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	// Core.GetObject sends the request now and returns its headers;
+	// Client.GetObject is lazy and would send a HEAD before the GET.
+	body, _, h, err := s.core.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, store.Attrs{}, s.classify("get", key, false, err)
+	}
+	return body, attrsOf(h), nil
+}
+
+// Head implements store.Store. It sends one HEAD.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	ctx, x := withExchange(ctx, "", nil)
+	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return store.Attrs{}, s.classify("head", key, false, err)
+	}
+	if h := x.header(); h != nil {
+		return attrsOf(h), nil
+	}
+	return store.Attrs{ // not reached with a working transport
+		ETag: info.ETag, Size: info.Size, LastModified: info.LastModified, ServerTime: time.Now(),
+		Metadata: lowerKeys(info.UserMetadata), ContentType: info.ContentType,
+	}, nil
+}
+
+// attrsOf reads an object's attributes from GET or HEAD response headers.
+func attrsOf(h http.Header) store.Attrs {
+	a := store.Attrs{
+		ETag:            trimETag(h.Get("ETag")),
+		Size:            -1,
+		ServerTime:      serverTime(h),
+		ContentType:     h.Get("Content-Type"),
+		ContentEncoding: contentEncoding(h.Get("Content-Encoding")),
+	}
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil {
+		a.Size = n
+	}
+	if t, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
+		a.LastModified = t
+	}
+	for k, v := range h {
+		lk := strings.ToLower(k)
+		if name, ok := strings.CutPrefix(lk, "x-amz-meta-"); ok && len(v) > 0 {
+			if a.Metadata == nil {
+				a.Metadata = map[string]string{}
+			}
+			a.Metadata[name] = v[0]
+		}
+	}
+	return a
+}
+
+// contentEncoding drops the aws-chunked transfer coding, which some servers
+// (versitygw) keep in the stored Content-Encoding of an object that another
+// client uploaded with a streaming signature.
+func contentEncoding(v string) string {
+	if !strings.Contains(v, "aws-chunked") {
+		return v
+	}
+	var keep []string
+	for _, c := range strings.Split(v, ",") {
+		if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+			keep = append(keep, c)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
+func lowerKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+func trimETag(etag string) string { return strings.Trim(etag, `"`) }
+
+// Put implements store.Store. A body of at most PartSize bytes goes up in
+// one PUT carrying the conditions; a larger one goes up as a multipart
+// upload whose CompleteMultipartUpload carries them, so that the write is
+// atomic either way. A body of unknown size (opts.Size 0) is read one part
+// at a time, so memory stays bounded by the part size.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if err := checkPut(body, opts); err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
+	ifMatch := opts.IfMatch != ""
+	part := int64(PartSize)
+	if need := (opts.Size + MaxParts - 1) / MaxParts; need > part {
+		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
+	}
+	head := part
+	if opts.Size > 0 {
+		head = min(opts.Size, part)
+	}
+	buf, eof, err := fill(body, make([]byte, 0, head), int(head))
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+	}
+	var rest io.Reader
+	if !eof {
+		// buf is full: one byte more tells a single PUT from a multipart one.
+		var one [1]byte
+		n, err := io.ReadFull(body, one[:])
+		switch {
+		case err == io.EOF:
+			eof = true
+		case err != nil:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		default:
+			rest = io.MultiReader(bytes.NewReader(one[:n]), body)
+		}
+	}
+
+	po := minio.PutObjectOptions{
+		UserMetadata:    make(map[string]string, len(opts.Metadata)),
+		ContentType:     opts.ContentType,
+		ContentEncoding: opts.ContentEncoding,
+	}
+	for k, v := range opts.Metadata {
+		// An x-amz- name stops minio-go from treating a key such as
+		// "content-type" as a header of its own.
+		po.UserMetadata["x-amz-meta-"+k] = v
+	}
+	var cond minio.PutObjectOptions
+	switch {
+	case ifMatch:
+		cond.SetMatchETag(opts.IfMatch)
+	case opts.IfNoneMatch:
+		cond.SetMatchETagExcept("*")
+	}
+
+	ctx, x := withExchange(ctx, "", nil)
+	var info minio.UploadInfo
+	var size int64
+	if eof {
+		size = int64(len(buf))
+		if opts.Size > 0 && size != opts.Size {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", size, opts.Size))
+		}
+		if ifMatch {
+			po.SetMatchETag(opts.IfMatch)
+		} else if opts.IfNoneMatch {
+			po.SetMatchETagExcept("*")
+		}
+		md5b64, sha := sums(buf)
+		// DisableContentSha256 signs the payload hash given here; without
+		// it minio-go on plain http streams an aws-chunked body, and some
+		// servers (versitygw) then store "aws-chunked" in Content-Encoding.
+		po.DisableContentSha256 = true
+		info, err = s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(buf), size, md5b64, sha, po)
+	} else {
+		info, size, err = s.multipart(ctx, key, buf, rest, opts.Size, po, cond)
+	}
+	if err != nil {
+		return store.Attrs{}, s.classify("put", key, ifMatch, err)
+	}
+	ct := opts.ContentType
+	if ct == "" {
+		ct = "application/octet-stream" // what minio-go sends
+	}
+	return store.Attrs{
+		ETag:            trimETag(info.ETag),
+		Size:            size,
+		LastModified:    info.LastModified,
+		ServerTime:      x.serverTime(),
+		Metadata:        lowerKeys(opts.Metadata),
+		ContentType:     ct,
+		ContentEncoding: opts.ContentEncoding,
+	}, nil
+}
+
+// multipart uploads buf, then the rest of the body, as parts of len(buf)
+// bytes, and completes the upload with the conditions in cond. It aborts the
+// upload on failure. want is the size the caller announced, or 0.
+func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po, cond minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
+	id, err := s.core.NewMultipartUpload(ctx, s.bucket, key, po)
+	if err != nil {
+		return info, 0, err
+	}
+	defer func() {
+		if err != nil {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+			defer cancel()
+			s.core.AbortMultipartUpload(actx, s.bucket, key, id) //nolint:errcheck // best effort; lifecycle rules sweep the rest
+		}
+	}()
+	partLen := len(buf)
+	eof := false
+	var parts []minio.CompletePart
+	for n := 1; ; n++ {
+		if n > MaxParts {
+			return info, size, fmt.Errorf("body exceeds %d parts of %d bytes", MaxParts, partLen)
+		}
+		md5b64, sha := sums(buf)
+		p, err := s.core.PutObjectPart(ctx, s.bucket, key, id, n, bytes.NewReader(buf), int64(len(buf)),
+			minio.PutObjectPartOptions{Md5Base64: md5b64, Sha256Hex: sha, DisableContentSha256: true})
+		if err != nil {
+			return info, size, err
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: n, ETag: p.ETag})
+		size += int64(len(buf))
+		if want > 0 && size > want {
+			return info, size, fmt.Errorf("body is longer than Size %d", want)
+		}
+		if eof {
+			break
+		}
+		buf, eof, err = fill(rest, buf, partLen)
+		if err != nil {
+			return info, size, fmt.Errorf("read body: %w", err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+	}
+	if want > 0 && size != want {
+		return info, size, fmt.Errorf("body has %d bytes, but Size says %d", size, want)
+	}
+	// minio-go's own multipart path drops If-Match and If-None-Match from
+	// CompleteMultipartUpload; here they go exactly there.
+	info, err = s.core.CompleteMultipartUpload(ctx, s.bucket, key, id, parts, cond)
+	return info, size, err
+}
+
+// fill reads from r into buf[:0] until it holds n bytes or r ends, growing
+// buf as needed but never beyond n bytes. eof reports that r ended.
+func fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), n))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// sums returns the base64 MD5 (Content-MD5) and hex SHA-256 (the signed
+// payload hash) of b.
+func sums(b []byte) (md5b64, sha256hex string) {
+	m := md5.Sum(b)
+	h := sha256.Sum256(b)
+	return base64.StdEncoding.EncodeToString(m[:]), hex.EncodeToString(h[:])
+}
+
+// checkPut rejects input that S3 would refuse or misread.
+func checkPut(body io.Reader, opts store.PutOptions) error {
+	switch {
+	case body == nil:
+		return errors.New("nil body")
+	case opts.Size < 0:
+		return fmt.Errorf("negative Size %d", opts.Size)
+	case opts.IfMatch != "" && opts.IfNoneMatch:
+		return errors.New("IfMatch and IfNoneMatch are exclusive")
+	case !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`):
+		return fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch)
+	case !printable(opts.ContentType) || !printable(opts.ContentEncoding):
+		return fmt.Errorf("bad content type %q or encoding %q", opts.ContentType, opts.ContentEncoding)
+	}
+	for k, v := range opts.Metadata {
+		if k == "" || !isToken(k) || strings.ToLower(k) != k {
+			return fmt.Errorf("bad metadata key %q: want lower case ASCII letters, digits and -_.", k)
+		}
+		if !printable(v) {
+			return fmt.Errorf("metadata %q: value %q is not printable ASCII", k, v)
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is printable ASCII, as S3 header values must be.
+func printable(s string) bool {
+	for i := range len(s) {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an HTTP token (a valid header name).
+func isToken(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Delete implements store.Store. minio-go has no If-Match for DELETE, so the
+// transport adds the header.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	var add http.Header
+	if opts.IfMatch != "" {
+		if !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`) {
+			return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
+		}
+		add = http.Header{"If-Match": {`"` + opts.IfMatch + `"`}}
+	}
+	ctx, _ = withExchange(ctx, http.MethodDelete, add)
+	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
+	// A 404 is success even with If-Match: the object is gone either way
+	// (see store.Store.Delete). Classifying without ifMatch keeps it
+	// ErrNotExist rather than ErrPrecondition.
+	if err = s.classify("delete", key, false, err); errors.Is(err, store.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// DeleteMany implements store.Store with multi-object DELETE requests of at
+// most store.MaxDeleteBatch keys each (minio-go batches by 1000). A key
+// whose name is not valid in XML goes in a DELETE of its own.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	objects := func(yield func(minio.ObjectInfo) bool) {
+		for _, k := range keys {
+			if !yield(minio.ObjectInfo{Key: k}) {
+				return
+			}
+		}
+	}
+	results, err := s.client.RemoveObjectsWithIter(ctx, s.bucket, objects, minio.RemoveObjectsOptions{})
+	if err != nil {
+		return s.classify("delete-many", keys[0], false, err)
+	}
+	seen := make(map[string]bool, len(keys))
+	var failed []string
+	var firstErr error
+	for r := range results {
+		seen[r.ObjectName] = true
+		if r.Err == nil {
+			continue
+		}
+		if er, ok := errors.AsType[minio.ErrorResponse](r.Err); ok && er.Code == minio.NoSuchKey {
+			continue // already gone
+		}
+		failed = append(failed, r.ObjectName)
+		if firstErr == nil {
+			firstErr = r.Err
+		}
+	}
+	if firstErr == nil {
+		if err := ctx.Err(); err != nil {
+			return store.Wrap("delete-many", keys[0], nil, err)
+		}
+		return nil
+	}
+	// minio-go stops after a failed request; the keys it never sent are
+	// not deleted either.
+	for _, k := range keys {
+		if !seen[k] {
+			failed = append(failed, k)
+			seen[k] = true
+		}
+	}
+	class, cause := s.sort(firstErr, false)
+	return store.Wrap("delete-many", failed[0], class,
+		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), keyList(failed), cause))
+}
+
+// keyList names the first few keys.
+func keyList(keys []string) string {
+	const show = 10
+	var b strings.Builder
+	for i, k := range keys {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(keys)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	return b.String()
+}
+
+// List implements store.Store with one ListObjectsV2 request.
+//
+// minio-go's Core.ListObjectsV2 takes no context, so the request runs in a
+// goroutine and List returns when ctx ends; the abandoned request finishes
+// on its own, bounded by minio-go's retries.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
+	}
+	maxKeys := req.MaxKeys
+	if maxKeys <= 0 || maxKeys > store.MaxListPage {
+		maxKeys = store.MaxListPage
+	}
+	startAfter := req.StartAfter
+	if req.Token != "" {
+		startAfter = ""
+	}
+	type result struct {
+		r   minio.ListBucketV2Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.core.ListObjectsV2(s.bucket, req.Prefix, startAfter, req.Token, req.Delimiter, maxKeys)
+		done <- result{r, err}
+	}()
+	var res result
+	select {
+	case <-ctx.Done():
+		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, ctx.Err())
+	case res = <-done:
+	}
+	if res.err != nil {
+		return store.ListPage{}, s.classify("list", req.Prefix, false, res.err)
+	}
+	var page store.ListPage
+	for _, o := range res.r.Contents {
+		page.Objects = append(page.Objects, store.Object{
+			Key: o.Key, Size: o.Size, ETag: trimETag(o.ETag), LastModified: o.LastModified,
+		})
+	}
+	for _, p := range res.r.CommonPrefixes {
+		page.Prefixes = append(page.Prefixes, p.Prefix)
+	}
+	if res.r.IsTruncated {
+		page.Next = res.r.NextContinuationToken
+	}
+	return page, nil
+}
+
+// first returns the first non-empty string.
+func first(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

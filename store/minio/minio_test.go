@@ -1,0 +1,458 @@
+package minio_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/minio"
+	"github.com/commitptr/commitptr/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+
+// options returns Options for a fresh bucket on the shared test server.
+func options(t *testing.T) minio.Options {
+	t.Helper()
+	srv := s3server.Shared(t)
+	return minio.Options{
+		Bucket:      srv.NewBucket(t),
+		Endpoint:    srv.Endpoint,
+		Region:      srv.Region,
+		PathStyle:   true,
+		Credentials: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""),
+	}
+}
+
+func newStore(t *testing.T, opts minio.Options) *minio.Store {
+	t.Helper()
+	s, err := minio.New(context.Background(), opts)
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, options(t)) })
+}
+
+// recorder is a Transport that records the requests it sends and can
+// rewrite the Date header of responses.
+type recorder struct {
+	mu   sync.Mutex
+	reqs []string // "METHOD ?query"
+	hdrs []http.Header
+	date string // if not empty, replaces every response's Date
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req.Method+" ?"+req.URL.RawQuery)
+	r.hdrs = append(r.hdrs, req.Header.Clone())
+	date := r.date
+	r.mu.Unlock()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && date != "" {
+		resp.Header.Set("Date", date)
+	}
+	return resp, err
+}
+
+func (r *recorder) take() ([]string, []http.Header) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reqs, hdrs := r.reqs, r.hdrs
+	r.reqs, r.hdrs = nil, nil
+	return reqs, hdrs
+}
+
+func put(t *testing.T, s store.Store, key, body string, opts store.PutOptions) store.Attrs {
+	t.Helper()
+	a, err := s.Put(context.Background(), key, strings.NewReader(body), opts)
+	require.NoError(t, err)
+	return a
+}
+
+func read(t *testing.T, s store.Store, key string) (string, store.Attrs) {
+	t.Helper()
+	rc, a, err := s.Get(context.Background(), key)
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return string(b), a
+}
+
+func TestIfMatchMissingKey(t *testing.T) {
+	s := newStore(t, options(t))
+	_, err := s.Put(context.Background(), "absent", strings.NewReader("x"), store.PutOptions{IfMatch: "d41d8cd98f00b204e9800998ecf8427e"})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	assert.Contains(t, err.Error(), "absent")
+	_, err = s.Head(context.Background(), "absent")
+	require.ErrorIs(t, err, store.ErrNotExist)
+}
+
+func TestIfNoneMatchTwice(t *testing.T) {
+	s := newStore(t, options(t))
+	put(t, s, "once", "1", store.PutOptions{IfNoneMatch: true})
+	_, err := s.Put(context.Background(), "once", strings.NewReader("2"), store.PutOptions{IfNoneMatch: true})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	body, _ := read(t, s, "once")
+	assert.Equal(t, "1", body)
+}
+
+func TestConditionalDelete(t *testing.T) {
+	rec := &recorder{}
+	opts := options(t)
+	opts.Transport = rec
+	s := newStore(t, opts)
+	ctx := context.Background()
+	a := put(t, s, "k", "v", store.PutOptions{})
+
+	rec.take()
+	err := s.Delete(ctx, "k", store.DeleteOptions{IfMatch: "0" + a.ETag})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	reqs, hdrs := rec.take()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, `"0`+a.ETag+`"`, hdrs[0].Get("If-Match"), "the transport must add If-Match to the DELETE")
+	body, _ := read(t, s, "k")
+	assert.Equal(t, "v", body, "a failed conditional delete must keep the object")
+
+	require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{IfMatch: a.ETag}))
+	_, err = s.Head(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotExist)
+
+	// A missing key is not an error, with or without If-Match.
+	require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{}))
+	require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{IfMatch: a.ETag}))
+	// Only the DELETE gets the header.
+	_, _, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	reqs, hdrs = rec.take()
+	assert.Equal(t, "GET ?", reqs[len(reqs)-1])
+	assert.Empty(t, hdrs[len(hdrs)-1].Get("If-Match"))
+}
+
+func TestServerTime(t *testing.T) {
+	t.Run("live", func(t *testing.T) {
+		s := newStore(t, options(t))
+		pa := put(t, s, "clock", "x", store.PutOptions{})
+		_, ga := read(t, s, "clock")
+		ha, err := s.Head(context.Background(), "clock")
+		require.NoError(t, err)
+		for what, ts := range map[string]time.Time{"put": pa.ServerTime, "get": ga.ServerTime, "head": ha.ServerTime} {
+			assert.WithinDuration(t, time.Now(), ts, time.Minute, what)
+		}
+	})
+	t.Run("from Date header", func(t *testing.T) {
+		// A server clock far from ours shows that ServerTime is the
+		// response's Date, not the local clock.
+		want := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+		opts := options(t)
+		opts.Transport = &recorder{date: want.Format(http.TimeFormat)}
+		s := newStore(t, opts)
+		pa := put(t, s, "clock", "x", store.PutOptions{})
+		large, err := s.Put(context.Background(), "large", onlyReader{bytes.NewReader(make([]byte, minio.PartSize+1))}, store.PutOptions{})
+		require.NoError(t, err)
+		_, ga := read(t, s, "clock")
+		ha, err := s.Head(context.Background(), "clock")
+		require.NoError(t, err)
+		for what, ts := range map[string]time.Time{"put": pa.ServerTime, "multipart put": large.ServerTime, "get": ga.ServerTime, "head": ha.ServerTime} {
+			assert.True(t, want.Equal(ts), "%s: server time %v, want %v", what, ts, want)
+		}
+	})
+}
+
+func TestOneRequestEach(t *testing.T) {
+	rec := &recorder{}
+	opts := options(t)
+	opts.Transport = rec
+	s := newStore(t, opts)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		op   func() error
+		want []string
+	}{
+		{"put unknown size", func() error {
+			_, err := s.Put(ctx, "k", onlyReader{strings.NewReader("hello")}, store.PutOptions{})
+			return err
+		}, []string{"PUT ?"}},
+		{"get", func() error {
+			rc, _, err := s.Get(ctx, "k")
+			if err == nil {
+				_, err = io.Copy(io.Discard, rc)
+				rc.Close()
+			}
+			return err
+		}, []string{"GET ?"}},
+		{"head", func() error { _, err := s.Head(ctx, "k"); return err }, []string{"HEAD ?"}},
+		{"get missing", func() error {
+			_, _, err := s.Get(ctx, "missing")
+			assert.ErrorIs(t, err, store.ErrNotExist)
+			return nil
+		}, []string{"GET ?"}},
+		{"delete", func() error { return s.Delete(ctx, "k", store.DeleteOptions{}) }, []string{"DELETE ?"}},
+		{"delete many", func() error { return s.DeleteMany(ctx, []string{"a", "b"}) }, []string{"POST ?delete="}},
+		{"list", func() error { _, err := s.List(ctx, store.ListRequest{}); return err }, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec.take()
+			require.NoError(t, c.op())
+			reqs, _ := rec.take()
+			if c.want == nil {
+				assert.Len(t, reqs, 1)
+				return
+			}
+			assert.Equal(t, c.want, reqs)
+		})
+	}
+}
+
+func TestMetadataAndHeaders(t *testing.T) {
+	s := newStore(t, options(t))
+	meta := map[string]string{"writer": "w-1", "content-type": "not/a-header", "x.y_z": "1"}
+	pa := put(t, s, "m", "{}", store.PutOptions{Metadata: meta, ContentType: "application/json", ContentEncoding: "gzip"})
+	assert.Equal(t, meta, pa.Metadata)
+	body, ga := read(t, s, "m")
+	assert.Equal(t, "{}", body, "the body must come back as stored, not decoded")
+	assert.Equal(t, meta, ga.Metadata)
+	assert.Equal(t, "application/json", ga.ContentType)
+	assert.Equal(t, "gzip", ga.ContentEncoding)
+	assert.Equal(t, pa.ETag, ga.ETag)
+	assert.NotContains(t, ga.ETag, `"`)
+	ha, err := s.Head(context.Background(), "m")
+	require.NoError(t, err)
+	assert.Equal(t, meta, ha.Metadata)
+	assert.Equal(t, "application/json", ha.ContentType)
+	assert.Equal(t, "gzip", ha.ContentEncoding)
+	assert.EqualValues(t, 2, ha.Size)
+}
+
+func TestBadInput(t *testing.T) {
+	s := newStore(t, options(t))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		key  string
+		body io.Reader
+		opts store.PutOptions
+	}{
+		{"nil body", "k", nil, store.PutOptions{}},
+		{"upper-case metadata key", "k", strings.NewReader("x"), store.PutOptions{Metadata: map[string]string{"Writer": "w"}}},
+		{"metadata key with a space", "k", strings.NewReader("x"), store.PutOptions{Metadata: map[string]string{"a b": "w"}}},
+		{"metadata value with a newline", "k", strings.NewReader("x"), store.PutOptions{Metadata: map[string]string{"a": "x\ny"}}},
+		{"both conditions", "k", strings.NewReader("x"), store.PutOptions{IfMatch: "abc", IfNoneMatch: true}},
+		{"quote in ETag", "k", strings.NewReader("x"), store.PutOptions{IfMatch: `a"b`}},
+		{"short body", "k", strings.NewReader("xy"), store.PutOptions{Size: 3}},
+		{"long body", "k", strings.NewReader("xyzw"), store.PutOptions{Size: 3}},
+		{"negative size", "k", strings.NewReader("x"), store.PutOptions{Size: -2}},
+		{"empty key", "", strings.NewReader("x"), store.PutOptions{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := s.Put(ctx, c.key, c.body, c.opts)
+			require.Error(t, err)
+		})
+	}
+	_, _, err := s.Get(ctx, "")
+	require.Error(t, err)
+	require.Error(t, s.Delete(ctx, "k", store.DeleteOptions{IfMatch: "a\nb"}))
+	page, err := s.List(ctx, store.ListRequest{})
+	require.NoError(t, err)
+	assert.Empty(t, page.Objects, "bad input must not write anything")
+}
+
+func TestWrongCredentials(t *testing.T) {
+	opts := options(t)
+	const secret = "wrong-secret-do-not-print"
+	opts.Credentials = credentials.NewStaticV4(s3server.Shared(t).AccessKey, secret, "")
+	s := newStore(t, opts)
+	ctx := context.Background()
+	_, err := s.Put(ctx, "k", strings.NewReader("x"), store.PutOptions{})
+	require.ErrorIs(t, err, store.ErrAccess)
+	assert.NotContains(t, err.Error(), secret)
+	_, _, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrAccess)
+	assert.NotContains(t, err.Error(), secret)
+	_, err = s.Head(ctx, "k")
+	require.ErrorIs(t, err, store.ErrAccess)
+	_, err = s.List(ctx, store.ListRequest{})
+	require.ErrorIs(t, err, store.ErrAccess)
+
+	opts.Credentials = credentials.NewStaticV4("no-such-user", secret, "")
+	_, err = newStore(t, opts).Put(ctx, "k", strings.NewReader("x"), store.PutOptions{})
+	require.ErrorIs(t, err, store.ErrAccess)
+	assert.NotContains(t, err.Error(), secret)
+}
+
+func TestMissingBucket(t *testing.T) {
+	opts := options(t)
+	opts.Bucket = "no-such-bucket-here"
+	s := newStore(t, opts)
+	ctx := context.Background()
+	check := func(what string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, store.ErrNoBucket, what)
+		assert.Contains(t, err.Error(), opts.Bucket, what)
+	}
+	_, err := s.Put(ctx, "k", strings.NewReader("x"), store.PutOptions{})
+	check("put", err)
+	_, _, err = s.Get(ctx, "k")
+	check("get", err)
+	_, err = s.List(ctx, store.ListRequest{})
+	check("list", err)
+	err = s.Delete(ctx, "k", store.DeleteOptions{})
+	check("delete", err)
+	err = s.DeleteMany(ctx, []string{"a", "b"})
+	check("delete-many", err)
+	assert.Contains(t, err.Error(), `"a"`)
+}
+
+func TestRefusedEndpoint(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	endpoint := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+
+	s, err := minio.New(context.Background(), minio.Options{
+		Bucket: "bucket", Endpoint: endpoint, Region: "us-east-1", PathStyle: true,
+		Credentials: credentials.NewStaticV4("a", "b", ""),
+	})
+	require.NoError(t, err, "opening must not contact the server")
+	_, err = s.Put(context.Background(), "k", strings.NewReader("x"), store.PutOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), endpoint)
+	assert.Contains(t, err.Error(), `put "k"`)
+
+	// A cancelled context ends List at once, even though minio-go's list
+	// call takes no context.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.List(ctx, store.ListRequest{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+}
+
+func TestOpenURL(t *testing.T) {
+	srv := s3server.Shared(t)
+	bucket := srv.NewBucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1") // the URL's endpoint must win
+	ctx := context.Background()
+
+	s, err := store.Open(ctx, "minio://"+bucket+"/pfx/sub?endpoint="+srv.Endpoint+"&path_style=true", store.Config{})
+	require.NoError(t, err)
+	put(t, s, "k", "v", store.PutOptions{})
+	body, _ := read(t, s, "k")
+	assert.Equal(t, "v", body)
+
+	raw, err := store.Open(ctx, "minio://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
+	require.NoError(t, err)
+	page, err := raw.List(ctx, store.ListRequest{})
+	require.NoError(t, err)
+	require.Len(t, page.Objects, 1)
+	assert.Equal(t, "pfx/sub/k", page.Objects[0].Key)
+
+	// The environment alone is enough.
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	env, err := store.Open(ctx, "minio://"+bucket+"/pfx/sub?path_style=true", store.Config{})
+	require.NoError(t, err)
+	body, _ = read(t, env, "k")
+	assert.Equal(t, "v", body)
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		url, want string
+	}{
+		{"minio:///prefix", "no bucket"},
+		{"minio://", "no bucket"},
+		{"minio://user:pw@bucket/x", "user information"},
+		{"minio://bucket:9000/x", "endpoint"},
+		{"minio://bucket?path_style=maybe", "path_style"},
+		{"minio://bucket?endpont=http://x", "unknown parameter"},
+		{"minio://bucket?endpoint=ftp://x", "bad endpoint"},
+		{"minio://bucket?endpoint=http://x/some/path", "bad endpoint"},
+		{"minio://bucket/a/../b", "bad key prefix"},
+		{"minio://ab/x", "bad bucket name"},
+		{"minio://bucket?%zz", "query"},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			_, err := store.Open(ctx, c.url, store.Config{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, err.Error(), "pw@", "no password in messages")
+		})
+	}
+}
+
+// onlyReader hides every method but Read, so the driver sees a stream of
+// unknown length.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+func TestLargeUnknownSize(t *testing.T) {
+	rec := &recorder{}
+	opts := options(t)
+	opts.Transport = rec
+	s := newStore(t, opts)
+	ctx := context.Background()
+	data := make([]byte, 40<<20)
+	_, err := rand.Read(data)
+	require.NoError(t, err)
+	want := sha256.Sum256(data)
+
+	rec.take()
+	a, err := s.Put(ctx, "big", onlyReader{bytes.NewReader(data)}, store.PutOptions{IfNoneMatch: true})
+	require.NoError(t, err)
+	assert.EqualValues(t, len(data), a.Size)
+	reqs, hdrs := rec.take()
+	// initiate, 3 parts of 16+16+8 MiB, complete; the condition only on complete
+	require.Len(t, reqs, 5, "%v", reqs)
+	assert.Equal(t, "*", hdrs[4].Get("If-None-Match"))
+	assert.Empty(t, hdrs[0].Get("If-None-Match"))
+
+	rc, ga, err := s.Get(ctx, "big")
+	require.NoError(t, err)
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	assert.EqualValues(t, len(data), n)
+	assert.EqualValues(t, len(data), ga.Size)
+	assert.Equal(t, want[:], h.Sum(nil))
+	assert.Equal(t, a.ETag, ga.ETag)
+
+	// The conditions hold for multipart uploads too.
+	_, err = s.Put(ctx, "big", onlyReader{bytes.NewReader(data)}, store.PutOptions{IfNoneMatch: true})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	_, err = s.Put(ctx, "big", bytes.NewReader(data), store.PutOptions{IfMatch: "0" + a.ETag, Size: int64(len(data))})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	b, err := s.Put(ctx, "big", bytes.NewReader(data[:20<<20]), store.PutOptions{IfMatch: a.ETag, Size: 20 << 20})
+	require.NoError(t, err)
+	ha, err := s.Head(ctx, "big")
+	require.NoError(t, err)
+	assert.Equal(t, b.ETag, ha.ETag)
+	assert.EqualValues(t, 20<<20, ha.Size)
+}

@@ -1,0 +1,95 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// classify wraps an SDK error with the operation, the key and its store
+// error class. ifMatch says whether the request carried If-Match, which
+// turns a 404 into store.ErrPrecondition.
+func (s *Store) classify(op, key string, ifMatch bool, err error) error {
+	if err == nil {
+		return nil
+	}
+	class, cause := s.sort(err, ifMatch)
+	return store.Wrap(op, key, class, cause)
+}
+
+// sort finds err's class and adds what the SDK message lacks: the bucket for
+// a missing bucket, the endpoint for a server that cannot be reached.
+func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
+	var code string
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
+		code = ae.ErrorCode()
+	}
+	status := 0
+	if re, ok := errors.AsType[*smithyhttp.ResponseError](err); ok && re.Response != nil && re.Response.Response != nil {
+		status = re.Response.StatusCode
+	}
+	class = classOf(code, status, ifMatch)
+	switch {
+	case class == store.ErrNoBucket:
+		return class, fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
+	case class == nil && status == 0 && unreachable(err) && !errors.Is(err, context.Canceled):
+		return nil, fmt.Errorf("cannot reach S3 endpoint %s: %w", s.endpoint, err)
+	}
+	return class, err
+}
+
+// classOf is the driver's classifier: it maps an S3 error code and HTTP
+// status (0 if unknown) to a store error class, or nil. The code wins when
+// both are known; the status covers responses without a body (HEAD) and
+// servers with unusual codes.
+func classOf(code string, status int, ifMatch bool) error {
+	notExist := store.ErrNotExist
+	if ifMatch {
+		notExist = store.ErrPrecondition // S3 answers If-Match on a missing key with 404
+	}
+	switch code {
+	case "NoSuchKey", "NotFound":
+		return notExist
+	case "PreconditionFailed":
+		return store.ErrPrecondition
+	case "ConditionalRequestConflict":
+		return store.ErrConflict
+	case "NoSuchBucket":
+		return store.ErrNoBucket
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+		"ExpiredToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem",
+		"XAdminUserNotFound": // versitygw: an unknown access key, with status 404
+		return store.ErrAccess
+	}
+	switch status {
+	case http.StatusNotFound:
+		return notExist
+	case http.StatusPreconditionFailed:
+		return store.ErrPrecondition
+	case http.StatusConflict:
+		return store.ErrConflict
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return store.ErrAccess
+	}
+	return nil
+}
+
+// unreachable reports whether err is a failure to connect or to resolve the
+// server's name.
+func unreachable(err error) bool {
+	if _, ok := errors.AsType[*smithyhttp.RequestSendError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*net.DNSError](err)
+	return ok
+}

@@ -1,0 +1,442 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithymiddleware "github.com/aws/smithy-go/middleware"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// PartThreshold is the largest body Put sends as a single PutObject. Larger
+// bodies, and bodies of unknown size that turn out larger, go up as a
+// multipart upload.
+const PartThreshold = 16 << 20
+
+// partSize is the size of each part of a multipart upload.
+const partSize = 8 << 20
+
+// DefaultRegion is the region used when neither Options nor the AWS
+// configuration names one.
+const DefaultRegion = "us-east-1"
+
+// Options configures New. Zero fields fall back to the standard AWS
+// configuration (environment variables and shared config files).
+type Options struct {
+	// Bucket is the bucket name. It is required.
+	Bucket string
+	// Endpoint is the S3 endpoint URL, e.g. http://127.0.0.1:7070. Empty
+	// means AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the AWS endpoint for
+	// the region.
+	Endpoint string
+	// Region is the signing region. Empty means AWS_REGION or the profile's
+	// region, and DefaultRegion when none is set.
+	Region string
+	// Profile names a shared config profile. Empty means AWS_PROFILE or
+	// "default".
+	Profile string
+	// PathStyle addresses buckets as endpoint/bucket rather than
+	// bucket.endpoint, as most S3-compatible servers need. The environment
+	// variable AWS_S3_USE_PATH_STYLE=true turns it on too.
+	PathStyle bool
+	// HTTPClient, if not nil, sends the S3 requests. Its TLS settings are
+	// its own: AWS_CA_BUNDLE applies only to the default client.
+	HTTPClient *http.Client
+}
+
+// Store is a store.Store backed by one S3 bucket. It is safe for concurrent
+// use.
+type Store struct {
+	client   *awss3.Client
+	uploader *transfermanager.Client
+	bucket   string
+	endpoint string // for error messages
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store for opts.Bucket. It loads the AWS configuration but
+// sends no request, so a wrong bucket, endpoint or credential shows up in
+// the first operation.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("s3: no bucket name given")
+	}
+	if strings.ContainsAny(opts.Bucket, "/:?#") {
+		return nil, fmt.Errorf("s3: bad bucket name %q", opts.Bucket)
+	}
+	if opts.Endpoint != "" {
+		u, err := url.Parse(opts.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("s3: bad endpoint %q: want an http:// or https:// URL", opts.Endpoint)
+		}
+	}
+	pathStyle := opts.PathStyle
+	if !pathStyle {
+		if v := os.Getenv("AWS_S3_USE_PATH_STYLE"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("s3: AWS_S3_USE_PATH_STYLE=%q is not a boolean", v)
+			}
+			pathStyle = b
+		}
+	}
+
+	var load []func(*config.LoadOptions) error
+	if opts.Region != "" {
+		load = append(load, config.WithRegion(opts.Region))
+	}
+	if opts.Profile != "" {
+		load = append(load, config.WithSharedConfigProfile(opts.Profile))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+
+	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		if opts.Endpoint != "" {
+			o.BaseEndpoint = aws.String(opts.Endpoint)
+		}
+		o.UsePathStyle = pathStyle
+		if opts.HTTPClient != nil {
+			o.HTTPClient = opts.HTTPClient
+		}
+		// GetObject of a multipart object cannot validate its composite
+		// checksum; the SDK would log that on every read.
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	endpoint := aws.ToString(client.Options().BaseEndpoint)
+	if endpoint == "" {
+		endpoint = "AWS S3 in " + cfg.Region
+	}
+	return &Store{
+		client: client,
+		uploader: transfermanager.New(client, func(o *transfermanager.Options) {
+			o.MultipartUploadThreshold = PartThreshold
+			o.PartSizeBytes = partSize
+		}),
+		bucket:   opts.Bucket,
+		endpoint: endpoint,
+	}, nil
+}
+
+// Get opens the object for reading. The caller must close the body. If the
+// key does not exist, Get returns an error matching store.ErrNotExist.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return nil, store.Attrs{}, s.classify("get", key, false, err)
+	}
+	return out.Body, store.Attrs{
+		ETag:            trimETag(out.ETag),
+		Size:            sizeOf(out.ContentLength),
+		LastModified:    aws.ToTime(out.LastModified),
+		ServerTime:      serverTime(out.ResultMetadata),
+		Metadata:        lowerKeys(out.Metadata),
+		ContentType:     aws.ToString(out.ContentType),
+		ContentEncoding: aws.ToString(out.ContentEncoding),
+	}, nil
+}
+
+// Head returns the object's attributes. If the key does not exist, Head
+// returns an error matching store.ErrNotExist.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return store.Attrs{}, s.classify("head", key, false, err)
+	}
+	return store.Attrs{
+		ETag:            trimETag(out.ETag),
+		Size:            sizeOf(out.ContentLength),
+		LastModified:    aws.ToTime(out.LastModified),
+		ServerTime:      serverTime(out.ResultMetadata),
+		Metadata:        lowerKeys(out.Metadata),
+		ContentType:     aws.ToString(out.ContentType),
+		ContentEncoding: aws.ToString(out.ContentEncoding),
+	}, nil
+}
+
+// Put writes the whole object; see store.Store. Bodies of at most
+// PartThreshold bytes go up in one PutObject, larger ones as a multipart
+// upload with the conditions on its completion. A body of unknown size is
+// buffered in memory up to PartThreshold bytes to decide.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return store.Attrs{}, store.Wrap("put", key, nil, errors.New("IfNoneMatch and IfMatch are exclusive"))
+	}
+	attrs := store.Attrs{
+		Metadata:        opts.Metadata,
+		ContentType:     opts.ContentType,
+		ContentEncoding: opts.ContentEncoding,
+	}
+
+	var single io.ReadSeeker
+	var size int64
+	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= PartThreshold {
+		n, err := remaining(rs)
+		if err == nil && n <= PartThreshold {
+			single, size = rs, n
+		}
+	}
+	if single == nil && opts.Size <= PartThreshold {
+		buf, err := io.ReadAll(io.LimitReader(body, PartThreshold+1))
+		if err != nil {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		}
+		if len(buf) <= PartThreshold {
+			single, size = bytes.NewReader(buf), int64(len(buf))
+		} else {
+			body = io.MultiReader(bytes.NewReader(buf), body)
+		}
+	}
+
+	if single != nil {
+		in := &awss3.PutObjectInput{
+			Bucket:          &s.bucket,
+			Key:             &key,
+			Body:            single,
+			ContentLength:   aws.Int64(size),
+			Metadata:        opts.Metadata,
+			ContentType:     optString(opts.ContentType),
+			ContentEncoding: optString(opts.ContentEncoding),
+			IfMatch:         quoteETag(opts.IfMatch),
+		}
+		if opts.IfNoneMatch {
+			in.IfNoneMatch = aws.String("*")
+		}
+		out, err := s.client.PutObject(ctx, in)
+		if err != nil {
+			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+		}
+		attrs.ETag = trimETag(out.ETag)
+		attrs.Size = size
+		attrs.ServerTime = serverTime(out.ResultMetadata)
+		return attrs, nil
+	}
+
+	in := &transfermanager.UploadObjectInput{
+		Bucket:          &s.bucket,
+		Key:             &key,
+		Body:            body,
+		Metadata:        opts.Metadata,
+		ContentType:     optString(opts.ContentType),
+		ContentEncoding: optString(opts.ContentEncoding),
+		IfMatch:         quoteETag(opts.IfMatch),
+	}
+	if opts.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := s.uploader.UploadObject(ctx, in)
+	if err != nil {
+		return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+	}
+	attrs.ETag = trimETag(out.ETag)
+	attrs.Size = sizeOf(out.ContentLength)
+	attrs.ServerTime = serverTime(out.ResultMetadata)
+	return attrs, nil
+}
+
+// Delete removes the object; see store.Store. Deleting a missing key is not
+// an error. With opts.IfMatch on a server that answers 412 for a missing key,
+// Delete asks with a HEAD whether the key exists before reporting
+// store.ErrPrecondition.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+		Bucket:  &s.bucket,
+		Key:     &key,
+		IfMatch: quoteETag(opts.IfMatch),
+	})
+	if err == nil {
+		return nil
+	}
+	// Classify without the If-Match rule: a 404 here means the key is gone.
+	err = s.classify("delete", key, false, err)
+	switch {
+	case errors.Is(err, store.ErrNotExist):
+		return nil
+	case errors.Is(err, store.ErrPrecondition) && opts.IfMatch != "":
+		if _, herr := s.Head(ctx, key); errors.Is(herr, store.ErrNotExist) {
+			return nil
+		}
+	}
+	return err
+}
+
+// DeleteMany removes the keys with DeleteObjects requests of at most
+// store.MaxDeleteBatch keys each, one after another. Missing keys are not an
+// error. The error, if any, names the keys that were not deleted.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	var failed []string
+	var firstClass error // the class of the first per-key failure
+	var firstErr string  // and its description
+	for start := 0; start < len(keys); start += store.MaxDeleteBatch {
+		batch := keys[start:min(start+store.MaxDeleteBatch, len(keys))]
+		ids := make([]types.ObjectIdentifier, len(batch))
+		for i := range batch {
+			ids[i] = types.ObjectIdentifier{Key: &batch[i]}
+		}
+		out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
+			Bucket: &s.bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			rest := append(failed, keys[start:]...)
+			class, cause := s.sort(err, false)
+			return store.Wrap("delete-many", rest[0], class,
+				fmt.Errorf("%d keys not deleted (%s): %w", len(rest), keyList(rest), cause))
+		}
+		for _, e := range out.Errors {
+			code := aws.ToString(e.Code)
+			class := classOf(code, 0, false)
+			if class == store.ErrNotExist {
+				continue
+			}
+			if len(failed) == 0 {
+				firstClass = class
+				firstErr = fmt.Sprintf("%q: %s: %s", aws.ToString(e.Key), code, aws.ToString(e.Message))
+			}
+			failed = append(failed, aws.ToString(e.Key))
+		}
+	}
+	if len(failed) > 0 {
+		return store.Wrap("delete-many", failed[0], firstClass,
+			fmt.Errorf("%d keys not deleted (%s); the first failed with %s", len(failed), keyList(failed), firstErr))
+	}
+	return nil
+}
+
+// List returns one page of the listing; see store.Store.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	maxKeys := req.MaxKeys
+	if maxKeys <= 0 || maxKeys > store.MaxListPage {
+		maxKeys = store.MaxListPage
+	}
+	in := &awss3.ListObjectsV2Input{
+		Bucket:    &s.bucket,
+		Prefix:    optString(req.Prefix),
+		Delimiter: optString(req.Delimiter),
+		MaxKeys:   aws.Int32(int32(maxKeys)),
+	}
+	if req.Token != "" {
+		in.ContinuationToken = &req.Token
+	} else {
+		in.StartAfter = optString(req.StartAfter)
+	}
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+	}
+	var page store.ListPage
+	for _, o := range out.Contents {
+		page.Objects = append(page.Objects, store.Object{
+			Key:          aws.ToString(o.Key),
+			Size:         sizeOf(o.Size),
+			ETag:         trimETag(o.ETag),
+			LastModified: aws.ToTime(o.LastModified),
+		})
+	}
+	for _, p := range out.CommonPrefixes {
+		page.Prefixes = append(page.Prefixes, aws.ToString(p.Prefix))
+	}
+	if aws.ToBool(out.IsTruncated) {
+		page.Next = aws.ToString(out.NextContinuationToken)
+	}
+	return page, nil
+}
+
+// remaining returns how many bytes rs holds after its current offset,
+// leaving the offset where it was.
+func remaining(rs io.ReadSeeker) (int64, error) {
+	cur, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	end, err := rs.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return end - cur, nil
+}
+
+// serverTime returns the response's Date header, or the local clock if the
+// response had none.
+func serverTime(md smithymiddleware.Metadata) time.Time {
+	if t, ok := awsmiddleware.GetServerTime(md); ok && !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
+func trimETag(p *string) string { return strings.Trim(aws.ToString(p), `"`) }
+
+func quoteETag(etag string) *string {
+	if etag == "" {
+		return nil
+	}
+	return aws.String(`"` + strings.Trim(etag, `"`) + `"`)
+}
+
+func optString(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func sizeOf(n *int64) int64 {
+	if n == nil {
+		return -1
+	}
+	return *n
+}
+
+func lowerKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// keyList formats keys for an error message, eliding all but the first few.
+func keyList(keys []string) string {
+	const show = 5
+	var b strings.Builder
+	for i, k := range keys {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(keys)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	return b.String()
+}
