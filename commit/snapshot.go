@@ -223,3 +223,10 @@ func (v *verifier) Close() error {
 	}
 	return v.raw.Close()
 }
+
+// ReadManifest reads and validates the manifest of generation gen. If
+// wantSHA is not empty, the stored bytes must match it. A missing manifest
+// matches ErrCollected; a malformed one generation.ErrCorrupt.
+func (d *Dataset) ReadManifest(ctx context.Context, gen, wantSHA string) (*generation.Manifest, error) {
+	return d.loadManifest(ctx, gen, wantSHA)
+}
