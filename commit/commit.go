@@ -66,6 +66,9 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		return nil, tx.abort(ctx, err)
 	}
 	sum := sha256.Sum256(stored)
+	tx.mu.Lock()
+	tx.staged = append(tx.staged, generation.ManifestKey(tx.gen))
+	tx.mu.Unlock()
 	if _, err := tx.d.s.Put(ctx, generation.ManifestKey(tx.gen), bytes.NewReader(stored), store.PutOptions{
 		IfNoneMatch: true, Size: int64(len(stored)), ContentType: "application/json",
 	}); err != nil {

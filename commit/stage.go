@@ -293,7 +293,9 @@ func (tx *Tx) Discard(ctx context.Context) error {
 	tx.done = true
 	keys := slices.Clone(tx.staged)
 	tx.mu.Unlock()
-	keys = append(keys, generation.ManifestKey(tx.gen))
+	if len(keys) == 0 {
+		return nil
+	}
 	if err := tx.d.s.DeleteMany(ctx, keys); err != nil {
 		return fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
 	}
