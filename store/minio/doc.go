@@ -32,5 +32,6 @@
 // store.ErrConflict; NoSuchBucket is store.ErrNoBucket and names the bucket;
 // 401/403 and the credential error codes are store.ErrAccess. A server that
 // cannot be reached gives an error naming the endpoint. Errors never contain
-// credentials.
+// credentials. A HEAD response has no body, so Head cannot tell a missing
+// bucket from a missing key and reports store.ErrNotExist for both.
 package minio

@@ -59,6 +59,8 @@ func classOf(code string, status int, ifMatch bool) error {
 		notExist = store.ErrPrecondition // S3 answers If-Match on a missing key with 404
 	}
 	switch code {
+	case minio.NoSuchUpload:
+		return nil // the multipart upload vanished: not the object's state
 	case minio.NoSuchKey, "NotFound":
 		return notExist
 	case minio.PreconditionFailed:

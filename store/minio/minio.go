@@ -26,11 +26,14 @@ import (
 
 // PartSize is the largest body Put sends as a single PutObject, and the size
 // of each part of a multipart upload (larger when the known size needs more
-// than MaxParts parts). Put holds at most one part in memory.
+// than 10000 parts). Put holds at most one part in memory.
 const PartSize = 16 << 20
 
-// MaxParts is the most parts one multipart upload may have (the S3 limit).
-const MaxParts = 10000
+// maxParts is the most parts one multipart upload may have (the S3 limit).
+const maxParts = 10000
+
+// maxObjectSize is the largest object S3 accepts (5 TiB).
+const maxObjectSize = 5 << 40
 
 // DefaultEndpoint is the endpoint used when neither Options nor the
 // environment names one.
@@ -241,14 +244,17 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	}
 	ifMatch := opts.IfMatch != ""
 	part := int64(PartSize)
-	if need := (opts.Size + MaxParts - 1) / MaxParts; need > part {
+	if need := (opts.Size + maxParts - 1) / maxParts; need > part {
 		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
 	}
-	head := part
+	// With a known size, the first buffer is allocated at once; without
+	// one, fill grows it, so that small bodies stay cheap.
+	head, capacity := part, int64(0)
 	if opts.Size > 0 {
 		head = min(opts.Size, part)
+		capacity = head
 	}
-	buf, eof, err := fill(body, make([]byte, 0, head), int(head))
+	buf, eof, err := fill(body, make([]byte, 0, capacity), int(head))
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
 	}
@@ -262,6 +268,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 			eof = true
 		case err != nil:
 			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		case opts.Size > 0 && int64(len(buf)) >= opts.Size:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body is longer than Size %d", opts.Size))
 		default:
 			rest = io.MultiReader(bytes.NewReader(one[:n]), body)
 		}
@@ -277,12 +285,13 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		// "content-type" as a header of its own.
 		po.UserMetadata["x-amz-meta-"+k] = v
 	}
-	var cond minio.PutObjectOptions
-	switch {
-	case ifMatch:
-		cond.SetMatchETag(opts.IfMatch)
-	case opts.IfNoneMatch:
-		cond.SetMatchETagExcept("*")
+	setCond := func(o *minio.PutObjectOptions) {
+		switch {
+		case ifMatch:
+			o.SetMatchETag(opts.IfMatch)
+		case opts.IfNoneMatch:
+			o.SetMatchETagExcept("*")
+		}
 	}
 
 	ctx, x := withExchange(ctx, "", nil)
@@ -293,11 +302,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		if opts.Size > 0 && size != opts.Size {
 			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", size, opts.Size))
 		}
-		if ifMatch {
-			po.SetMatchETag(opts.IfMatch)
-		} else if opts.IfNoneMatch {
-			po.SetMatchETagExcept("*")
-		}
+		setCond(&po)
 		md5b64, sha := sums(buf)
 		// DisableContentSha256 signs the payload hash given here; without
 		// it minio-go on plain http streams an aws-chunked body, and some
@@ -305,6 +310,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		po.DisableContentSha256 = true
 		info, err = s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(buf), size, md5b64, sha, po)
 	} else {
+		var cond minio.PutObjectOptions
+		setCond(&cond)
 		info, size, err = s.multipart(ctx, key, buf, rest, opts.Size, po, cond)
 	}
 	if err != nil {
@@ -344,8 +351,11 @@ func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.R
 	eof := false
 	var parts []minio.CompletePart
 	for n := 1; ; n++ {
-		if n > MaxParts {
-			return info, size, fmt.Errorf("body exceeds %d parts of %d bytes", MaxParts, partLen)
+		if n > maxParts {
+			return info, size, fmt.Errorf("body exceeds %d parts of %d bytes", maxParts, partLen)
+		}
+		if want > 0 && size+int64(len(buf)) > want {
+			return info, size, fmt.Errorf("body is longer than Size %d", want)
 		}
 		md5b64, sha := sums(buf)
 		p, err := s.core.PutObjectPart(ctx, s.bucket, key, id, n, bytes.NewReader(buf), int64(len(buf)),
@@ -355,9 +365,6 @@ func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.R
 		}
 		parts = append(parts, minio.CompletePart{PartNumber: n, ETag: p.ETag})
 		size += int64(len(buf))
-		if want > 0 && size > want {
-			return info, size, fmt.Errorf("body is longer than Size %d", want)
-		}
 		if eof {
 			break
 		}
@@ -413,8 +420,8 @@ func checkPut(body io.Reader, opts store.PutOptions) error {
 	switch {
 	case body == nil:
 		return errors.New("nil body")
-	case opts.Size < 0:
-		return fmt.Errorf("negative Size %d", opts.Size)
+	case opts.Size < 0 || opts.Size > maxObjectSize:
+		return fmt.Errorf("size %d out of range (at most %d, the S3 limit)", opts.Size, int64(maxObjectSize))
 	case opts.IfMatch != "" && opts.IfNoneMatch:
 		return errors.New("IfMatch and IfNoneMatch are exclusive")
 	case !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`):

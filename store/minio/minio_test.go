@@ -224,7 +224,11 @@ func TestOneRequestEach(t *testing.T) {
 }
 
 func TestMetadataAndHeaders(t *testing.T) {
-	s := newStore(t, options(t))
+	// The recorder sends through http.DefaultTransport, which would decode
+	// a gzip body by itself if the driver let it.
+	opts := options(t)
+	opts.Transport = &recorder{}
+	s := newStore(t, opts)
 	meta := map[string]string{"writer": "w-1", "content-type": "not/a-header", "x.y_z": "1"}
 	pa := put(t, s, "m", "{}", store.PutOptions{Metadata: meta, ContentType: "application/json", ContentEncoding: "gzip"})
 	assert.Equal(t, meta, pa.Metadata)
@@ -261,6 +265,7 @@ func TestBadInput(t *testing.T) {
 		{"short body", "k", strings.NewReader("xy"), store.PutOptions{Size: 3}},
 		{"long body", "k", strings.NewReader("xyzw"), store.PutOptions{Size: 3}},
 		{"negative size", "k", strings.NewReader("x"), store.PutOptions{Size: -2}},
+		{"huge size", "k", strings.NewReader("x"), store.PutOptions{Size: 1 << 62}},
 		{"empty key", "", strings.NewReader("x"), store.PutOptions{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -449,6 +454,15 @@ func TestLargeUnknownSize(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrPrecondition)
 	_, err = s.Put(ctx, "big", bytes.NewReader(data), store.PutOptions{IfMatch: "0" + a.ETag, Size: int64(len(data))})
 	require.ErrorIs(t, err, store.ErrPrecondition)
+	_, err = s.Put(ctx, "absent", onlyReader{bytes.NewReader(data)}, store.PutOptions{IfMatch: a.ETag})
+	require.ErrorIs(t, err, store.ErrPrecondition, "If-Match on a missing key, multipart")
+	_, err = s.Head(ctx, "absent")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	rec.take()
+	_, err = s.Put(ctx, "short", onlyReader{bytes.NewReader(data)}, store.PutOptions{Size: 30 << 20})
+	require.Error(t, err, "a body longer than Size must fail")
+	reqs, _ = rec.take()
+	assert.Equal(t, "DELETE", strings.Fields(reqs[len(reqs)-1])[0], "the failed upload is aborted: %v", reqs)
 	b, err := s.Put(ctx, "big", bytes.NewReader(data[:20<<20]), store.PutOptions{IfMatch: a.ETag, Size: 20 << 20})
 	require.NoError(t, err)
 	ha, err := s.Head(ctx, "big")
