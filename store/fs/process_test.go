@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +27,12 @@ import (
 // The cross-process tests re-execute the test binary; TestHelperProcess is
 // the child's entry point, selected by these environment variables.
 const (
-	envMode = "COMMITPTR_FS_HELPER" // "create" or "cas"
+	envMode = "COMMITPTR_FS_HELPER" // "create", "cas" or "mutex"
 	envRoot = "COMMITPTR_FS_ROOT"
 	envID   = "COMMITPTR_FS_ID"
 	envN    = "COMMITPTR_FS_N"
+
+	helperTimeout = time.Minute
 )
 
 func flockEx(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
@@ -57,11 +60,17 @@ func helper(mode string) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// A helper that cannot finish (the driver is broken) gives up rather
+	// than spin forever.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+	defer cancel()
 	// Start together: wait for the parent's go file.
 	for {
 		if _, err := os.Stat(filepath.Join(s.Root(), "..", "go")); err == nil {
 			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -100,10 +109,37 @@ func helper(mode string) error {
 			case err == nil:
 				done++
 				fmt.Fprintf(out, "inc %d\n", v+1)
-			case errors.Is(err, store.ErrPrecondition):
+			case errors.Is(err, store.ErrPrecondition) && ctx.Err() == nil:
 			default:
 				return err
 			}
+		}
+	case "mutex":
+		// A lock built from create-if-absent and conditional delete: each
+		// holder CASes the key once and deletes it. Were two holders ever
+		// admitted at once, a CAS or a read-back would fail.
+		for i := 0; i < n; {
+			body := fmt.Sprintf("%s-%d", id, i)
+			a, err := s.Put(ctx, "mutex", strings.NewReader(body), store.PutOptions{IfNoneMatch: true})
+			if errors.Is(err, store.ErrPrecondition) && ctx.Err() == nil {
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if got := readString(ctx, s, "mutex"); got != body {
+				return fmt.Errorf("holder %s reads %q", body, got)
+			}
+			a, err = s.Put(ctx, "mutex", strings.NewReader(body+"+"), store.PutOptions{IfMatch: a.ETag})
+			if err != nil {
+				return fmt.Errorf("holder %s: CAS: %w", body, err)
+			}
+			if err := s.Delete(ctx, "mutex", store.DeleteOptions{IfMatch: a.ETag}); err != nil {
+				return fmt.Errorf("holder %s: release: %w", body, err)
+			}
+			fmt.Fprintf(out, "held %s\n", body)
+			i++
 		}
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
@@ -131,6 +167,7 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 	children := make([]*child, procs)
 	for i := range children {
 		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
+		c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
 		c.cmd.Env = append(os.Environ(),
 			envMode+"="+mode, envRoot+"="+root, envID+"="+strconv.Itoa(i), envN+"="+strconv.Itoa(n))
 		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
@@ -152,7 +189,7 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 		require.NoError(t, err, "child %d: %s", i, c.stderr.String())
 		for l := range strings.Lines(c.stdout.String()) {
 			l = strings.TrimSpace(l)
-			if strings.HasPrefix(l, "win ") || strings.HasPrefix(l, "inc ") {
+			if strings.HasPrefix(l, "win ") || strings.HasPrefix(l, "inc ") || strings.HasPrefix(l, "held ") {
 				lines[i] = append(lines[i], l)
 			}
 		}
@@ -196,4 +233,28 @@ func TestCrossProcessCASCounter(t *testing.T) {
 		}
 	}
 	assert.Equal(t, strconv.Itoa(procs*incs), read(t, s, "counter"))
+}
+
+// readString returns the object's body, or the error's text.
+func readString(ctx context.Context, s store.Store, key string) string {
+	rc, _, err := s.Get(ctx, key)
+	if err != nil {
+		return err.Error()
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+func TestCrossProcessMutex(t *testing.T) {
+	const procs, holds = 8, 10
+	s, lines := runProcs(t, "mutex", procs, holds, nil)
+	for i, ls := range lines {
+		assert.Len(t, ls, holds, "child %d", i)
+	}
+	_, err := s.Head(context.Background(), "mutex")
+	require.ErrorIs(t, err, store.ErrNotExist, "the last holder released")
 }
