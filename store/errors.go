@@ -20,6 +20,9 @@ var (
 	ErrNoBucket = errors.New("store: bucket does not exist")
 	// ErrAccess: credentials are missing, wrong or not allowed.
 	ErrAccess = errors.New("store: access denied")
+	// ErrInvalidKey: the key cannot be stored by this driver (empty, or a
+	// form the driver refuses, such as a ".." segment on the fs driver).
+	ErrInvalidKey = errors.New("store: invalid key")
 	// ErrNotEnforced: the store ignores conditional writes (see Probe).
 	ErrNotEnforced = errors.New("store: conditional writes are not enforced")
 )

@@ -299,6 +299,7 @@ func TestBadKeys(t *testing.T) {
 				require.Error(t, err, op)
 				assert.Contains(t, err.Error(), fmt.Sprintf("%q", key), "%s: the error names the key", op)
 				assert.Contains(t, err.Error(), "invalid key", op)
+				assert.ErrorIs(t, err, store.ErrInvalidKey, op)
 				var oe *store.OpError
 				require.ErrorAs(t, err, &oe)
 				assert.Equal(t, key, oe.Key)

@@ -1,15 +1,16 @@
 package fs
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/commitptr/commitptr/store"
 )
 
 // errBadKey is the cause of every invalid-key error.
-var errBadKey = errors.New("fs: invalid key")
+var errBadKey = fmt.Errorf("fs: %w", store.ErrInvalidKey)
 
 const (
 	maxKeyLen  = 1024 // the S3 limit, in bytes

@@ -96,7 +96,7 @@ func (s *Store) attrs(o *object, now time.Time) store.Attrs {
 
 func checkKey(op, key string) error {
 	if key == "" {
-		return store.Wrap(op, key, nil, fmt.Errorf("empty key"))
+		return store.Wrap(op, key, store.ErrInvalidKey, fmt.Errorf("empty key"))
 	}
 	return nil
 }
