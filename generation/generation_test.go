@@ -1,0 +1,109 @@
+package generation_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/generation"
+)
+
+func TestCheckPath(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"a.txt", true},
+		{"dir/sub/file.csv", true},
+		{"with space/ünï", true},
+		{"..foo/bar..", true},
+		{"", false},
+		{"/abs", false},
+		{"../x", false},
+		{"a/../b", false},
+		{"a/./b", false},
+		{"a//b", false},
+		{"a/", false},
+		{`a\b`, false},
+		{"C:/x", false},
+		{"a\x00b", false},
+		{"_manifest", false},
+		{strings.Repeat("x", 1025), false},
+	} {
+		t.Run(strconv.Quote(c.path), func(t *testing.T) {
+			err := generation.CheckPath(c.path)
+			if c.ok {
+				assert.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "bad path")
+			}
+		})
+	}
+}
+
+func TestIDs(t *testing.T) {
+	a, err := generation.New()
+	require.NoError(t, err)
+	time.Sleep(2 * time.Millisecond)
+	b, err := generation.New()
+	require.NoError(t, err)
+	require.NoError(t, generation.Valid(a))
+	assert.Less(t, a, b, "UUIDv7 ids sort by creation time")
+	assert.Equal(t, a, generation.FromKey(generation.DataKey(a, "x/y")))
+	assert.Equal(t, "", generation.FromKey("_pointer"))
+	assert.Equal(t, "", generation.FromKey("_gen/not-a-uuid/x"))
+	assert.Error(t, generation.Valid(strings.ToUpper(a)), "only the canonical form is valid")
+	assert.Error(t, generation.Valid("01234567-89ab-4def-8123-456789abcdef"), "a v4 UUID is not a generation id")
+}
+
+func manifest(t *testing.T, n int) *generation.Manifest {
+	t.Helper()
+	gen, err := generation.New()
+	require.NoError(t, err)
+	m := &generation.Manifest{Format: generation.Format, Generation: gen, Seq: 1, StagingStart: time.Now().UTC()}
+	for i := range n {
+		p := "dir/file-" + strconv.Itoa(n-i) // unsorted on purpose
+		m.Entries = append(m.Entries, generation.Entry{Path: p, Key: generation.DataKey(gen, p), Size: int64(i), SHA256: strings.Repeat("ab", 32)})
+	}
+	return m
+}
+
+func TestManifestRoundTrip(t *testing.T) {
+	for _, n := range []int{0, 3, 5000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			m := manifest(t, n)
+			stored, err := generation.Encode(m)
+			require.NoError(t, err)
+			if n == 5000 {
+				assert.Equal(t, []byte{0x28, 0xb5, 0x2f, 0xfd}, stored[:4], "large manifests are zstd-compressed")
+			}
+			got, err := generation.Decode(stored)
+			require.NoError(t, err)
+			assert.Equal(t, m.Generation, got.Generation)
+			require.Len(t, got.Entries, n)
+			for i := 1; i < n; i++ {
+				assert.Less(t, got.Entries[i-1].Path, got.Entries[i].Path)
+			}
+			if n > 0 {
+				e, ok := got.Find("dir/file-1")
+				assert.True(t, ok)
+				assert.Equal(t, "dir/file-1", e.Path)
+			}
+			_, ok := got.Find("absent")
+			assert.False(t, ok)
+		})
+	}
+}
+
+func TestEncodeRefusesBadManifest(t *testing.T) {
+	m := manifest(t, 1)
+	m.Entries[0].Path = "../escape"
+	_, err := generation.Encode(m)
+	require.ErrorIs(t, err, generation.ErrCorrupt)
+	assert.Contains(t, err.Error(), "../escape")
+}
