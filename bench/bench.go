@@ -1,0 +1,188 @@
+// Package bench measures commitptr on a live store: latency percentiles,
+// throughput and requests per operation by kind, for the scenarios behind
+// `publish bench`. Every scenario writes under its own key prefix of the
+// store it is given and leaves its data behind for inspection.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/store"
+)
+
+// Result is what one scenario measured.
+type Result struct {
+	Scenario string        `json:"scenario"`
+	Ops      int           `json:"ops"`
+	Errors   int           `json:"errors"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	P50      time.Duration `json:"p50_ns"`
+	P99      time.Duration `json:"p99_ns"`
+	// PerSecond is successful operations per second (goodput).
+	PerSecond float64 `json:"per_second"`
+	// Requests are the store requests per successful operation, by kind.
+	Requests map[string]float64 `json:"requests_per_op"`
+	// Extra holds scenario-specific figures, e.g. attempts per success.
+	Extra map[string]float64 `json:"extra,omitempty"`
+}
+
+func summarize(name string, lat []time.Duration, errs int, elapsed time.Duration, used store.Counts) Result {
+	slices.Sort(lat)
+	r := Result{Scenario: name, Ops: len(lat), Errors: errs, Elapsed: elapsed, Requests: map[string]float64{}}
+	if len(lat) > 0 {
+		r.P50 = lat[len(lat)/2]
+		r.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		r.PerSecond = float64(len(lat)) / elapsed.Seconds()
+		for op := store.OpGet; op <= store.OpList; op++ {
+			if used[op] > 0 {
+				r.Requests[op.String()] = float64(used[op]) / float64(len(lat))
+			}
+		}
+	}
+	return r
+}
+
+func payload(size int) []byte {
+	b := make([]byte, size)
+	rand.Read(b)
+	return b
+}
+
+// Commit commits n generations of k files of size bytes each, one after
+// another, and reports commit latency and requests per commit. The floor
+// is k+3 requests (DESIGN.md).
+func Commit(ctx context.Context, s store.Store, k, size, n int) (Result, error) {
+	c := store.Count(store.WithPrefix(s, "bench/commit-"+uuid.NewString()[:8]+"/"))
+	d := commit.New(c)
+	data := payload(size)
+	var lat []time.Duration
+	start := time.Now()
+	for range n {
+		t0 := time.Now()
+		tx, err := d.Begin(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		for i := range k {
+			if err := tx.PutBytes(ctx, "part-"+strconv.Itoa(i), data); err != nil {
+				return Result{}, err
+			}
+		}
+		if _, err := tx.Commit(ctx, commit.CommitOptions{}); err != nil {
+			return Result{}, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	r := summarize(fmt.Sprintf("commit K=%d size=%d", k, size), lat, 0, time.Since(start), c.Counts())
+	r.Extra = map[string]float64{"floor_requests": float64(k + 3)}
+	return r, nil
+}
+
+// Contention runs writers concurrent read-modify-write commits of one
+// small file for the given duration and reports goodput, attempts per
+// success and latency (including retries). A run in which no commit
+// succeeds is reported as an error: livelock.
+func Contention(ctx context.Context, s store.Store, writers int, dur time.Duration) (Result, error) {
+	c := store.Count(store.WithPrefix(s, "bench/contention-"+uuid.NewString()[:8]+"/"))
+	d := commit.New(c, commit.WithRetry(commit.Retry{Attempts: 1000, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}))
+	if _, err := d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+		return tx.PutBytes(ctx, "counter", []byte("0"))
+	}); err != nil {
+		return Result{}, err
+	}
+	var (
+		mu       sync.Mutex
+		lat      []time.Duration
+		errs     int
+		attempts atomic.Int64
+		wg       sync.WaitGroup
+	)
+	runCtx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	start := time.Now()
+	for range writers {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				_, err := d.Update(runCtx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+					attempts.Add(1)
+					base, err := tx.BaseSnapshot(ctx)
+					if err != nil {
+						return err
+					}
+					b, err := base.ReadFile(ctx, "counter")
+					if err != nil {
+						return err
+					}
+					n, err := strconv.Atoi(string(b))
+					if err != nil {
+						return err
+					}
+					return tx.PutBytes(ctx, "counter", []byte(strconv.Itoa(n+1)))
+				})
+				mu.Lock()
+				switch {
+				case err == nil:
+					lat = append(lat, time.Since(t0))
+				case runCtx.Err() == nil:
+					errs++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	r := summarize(fmt.Sprintf("contention writers=%d", writers), lat, errs, elapsed, c.Counts())
+	if r.Ops == 0 {
+		return r, fmt.Errorf("bench: livelock: %d writers made no progress in %s", writers, dur)
+	}
+	r.Extra = map[string]float64{"writers": float64(writers), "attempts_per_success": float64(attempts.Load()) / float64(r.Ops)}
+	// The counter must equal the successes: a check that the contention
+	// lost no update.
+	snap, err := d.Open(ctx)
+	if err != nil {
+		return r, err
+	}
+	b, err := snap.ReadFile(ctx, "counter")
+	if err != nil {
+		return r, err
+	}
+	if got, _ := strconv.Atoi(string(b)); got < r.Ops {
+		return r, fmt.Errorf("bench: lost update: counter %d after %d successful commits", got, r.Ops)
+	}
+	return r, nil
+}
+
+// WriteTable prints results for people.
+func WriteTable(w io.Writer, rs []Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tOPS\tERRORS\tOPS/S\tP50\tP99\tREQUESTS/OP\tEXTRA")
+	for _, r := range rs {
+		var req []string
+		for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
+			req = append(req, fmt.Sprintf("%s=%.2f", k, r.Requests[k]))
+		}
+		var extra []string
+		for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
+			extra = append(extra, fmt.Sprintf("%s=%.2f", k, r.Extra[k]))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%v\t%v\n", r.Scenario, r.Ops, r.Errors, r.PerSecond,
+			r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), req, extra)
+	}
+	tw.Flush()
+}
+

@@ -1,0 +1,40 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+func TestCommitAtFloor(t *testing.T) {
+	r, err := bench.Commit(context.Background(), mem.New(), 10, 1024, 5)
+	require.NoError(t, err)
+	assert.Equal(t, 5, r.Ops)
+	assert.Equal(t, map[string]float64{"get": 1, "put": 12}, r.Requests, "a commit of 10 files costs 10+3 requests")
+	assert.Positive(t, r.P50)
+}
+
+func TestContentionNoLostUpdate(t *testing.T) {
+	var rs []bench.Result
+	for _, w := range []int{1, 4} {
+		r, err := bench.Contention(context.Background(), mem.New(), w, 500*time.Millisecond)
+		require.NoError(t, err)
+		assert.Positive(t, r.Ops)
+		assert.GreaterOrEqual(t, r.Extra["attempts_per_success"], 1.0)
+		rs = append(rs, r)
+	}
+	svg := bench.ContentionSVG(rs)
+	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the plot is well-formed XML")
+	assert.Equal(t, 2, bytes.Count(svg, []byte("<polyline")))
+	var table bytes.Buffer
+	bench.WriteTable(&table, rs)
+	assert.Contains(t, table.String(), "contention writers=4")
+}
