@@ -459,6 +459,7 @@ func TestFencing(t *testing.T) {
 		}
 		p, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{Fence: 5})
 		require.NoError(t, err)
+		assert.EqualValues(t, 5, p.Fence, "an equal token may commit again")
 		p, err = publish(t, d, map[string]string{"x": "3"}, commit.CommitOptions{Fence: 9})
 		require.NoError(t, err)
 		assert.EqualValues(t, 9, p.Fence)

@@ -431,7 +431,7 @@ func checkPut(body io.Reader, opts store.PutOptions) error {
 	}
 	for k, v := range opts.Metadata {
 		if k == "" || !isToken(k) || strings.ToLower(k) != k {
-			return fmt.Errorf("bad metadata key %q: want lower case ASCII letters, digits and -_.", k)
+			return fmt.Errorf("bad metadata key %q: want lower case ASCII letters, digits, dash, underscore or dot", k)
 		}
 		if !printable(v) {
 			return fmt.Errorf("metadata %q: value %q is not printable ASCII", k, v)
