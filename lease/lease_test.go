@@ -1,0 +1,595 @@
+package lease_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+
+// eachStore runs fn on a fresh store of every driver.
+func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	for _, f := range teststores.All() {
+		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
+	}
+}
+
+// fakeClock is a settable clock, for the mem store's server time.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// skewClock is the real clock shifted by a fixed offset: a client whose
+// wall clock is wrong. Its readings keep the monotonic component.
+type skewClock struct{ off time.Duration }
+
+func (c skewClock) Now() time.Time                         { return time.Now().Add(c.off) }
+func (c skewClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func opts(owner string, ttl time.Duration) lease.Options {
+	return lease.Options{Owner: owner, TTL: ttl, PollMin: 20 * time.Millisecond, PollMax: 200 * time.Millisecond}
+}
+
+func requireHeld(t *testing.T, err error) *lease.HeldError {
+	t.Helper()
+	var he *lease.HeldError
+	require.ErrorAs(t, err, &he)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	return he
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		desc, name string
+		ok         bool
+	}{
+		{"short", "gc", true},
+		{"punctuation", "leader-01.x_y", true},
+		{"empty", "", false},
+		{"slash", "a/b", false},
+		{"leading dot", ".hidden", false},
+		{"leading dash", "-x", false},
+		{"space", "a b", false},
+		{"non-ascii", "é", false},
+		{"128 bytes", strings.Repeat("a", 128), true},
+		{"129 bytes", strings.Repeat("a", 129), false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := lease.CheckName(tc.name)
+			if tc.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, lease.ErrInvalid)
+			}
+		})
+	}
+	assert.Equal(t, "_lease/gc", lease.Key("gc"))
+	assert.Equal(t, "_lease/gc/0000000042", lease.EpochKey("gc", 42))
+}
+
+func TestBadOptions(t *testing.T) {
+	s := mem.New()
+	ctx := context.Background()
+	for name, o := range map[string]lease.Options{
+		"negative ttl":     {TTL: -time.Second},
+		"margin above ttl": {TTL: time.Second, Margin: time.Second},
+		"negative margin":  {TTL: time.Second, Margin: -1},
+		"sub-ms ttl":       {TTL: time.Microsecond},
+		"long owner":       {Owner: strings.Repeat("o", 300)},
+	} {
+		_, err := lease.TryAcquire(ctx, s, "x", o)
+		assert.ErrorIs(t, err, lease.ErrInvalid, name)
+	}
+	_, err := lease.TryAcquire(ctx, s, "a/b", lease.Options{})
+	assert.ErrorIs(t, err, lease.ErrInvalid)
+}
+
+// TestCosts checks the request counts of the protocol on every driver.
+func TestCosts(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		c := store.Count(s)
+		measure := func(fn func()) store.Counts {
+			before := c.Counts()
+			fn()
+			return c.Counts().Sub(before)
+		}
+		var a *lease.Lease
+		n := measure(func() {
+			var err error
+			a, err = lease.TryAcquire(ctx, c, "gc", opts("a", time.Minute))
+			require.NoError(t, err)
+		})
+		assert.Equal(t, "put=1", n.String(), "uncontended acquire")
+		assert.EqualValues(t, 1, a.Token())
+		assert.Equal(t, "gc", a.Name())
+		assert.True(t, a.Held())
+		assert.False(t, a.ServerTime().IsZero())
+
+		n = measure(func() { require.NoError(t, a.Renew(ctx)) })
+		assert.Equal(t, "put=1", n.String(), "renew")
+
+		n = measure(func() {
+			_, err := lease.TryAcquire(ctx, c, "gc", opts("b", time.Minute))
+			he := requireHeld(t, err)
+			assert.Equal(t, "a", he.Owner)
+		})
+		assert.Equal(t, "get=1 put=1", n.String(), "contended TryAcquire")
+
+		// A blocking Acquire polls with GETs only while the lease is held.
+		n = measure(func() {
+			pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := lease.Acquire(pctx, c, "gc", lease.Options{Owner: "b", PollMin: 50 * time.Millisecond, PollMax: 50 * time.Millisecond})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			requireHeld(t, err)
+		})
+		assert.EqualValues(t, 1, n[store.OpPut], "blocking Acquire: only the first try writes (%s)", n)
+		assert.GreaterOrEqual(t, n[store.OpGet], int64(3), "blocking Acquire polls (%s)", n)
+		assert.LessOrEqual(t, n[store.OpGet], int64(8), "blocking Acquire respects PollMin (%s)", n)
+
+		n = measure(func() { require.NoError(t, a.Release(ctx)) })
+		assert.Equal(t, "put=1", n.String(), "release")
+		n = measure(func() { require.NoError(t, a.Release(ctx)) })
+		assert.Equal(t, "none", n.String(), "second release")
+
+		// Re-acquiring a released lease: create (412), read, take over.
+		var b *lease.Lease
+		n = measure(func() {
+			var err error
+			b, err = lease.TryAcquire(ctx, c, "gc", opts("b", time.Minute))
+			require.NoError(t, err)
+		})
+		assert.Equal(t, "get=1 put=2", n.String(), "takeover of a released lease")
+		assert.EqualValues(t, 2, b.Token())
+		require.NoError(t, b.Release(ctx))
+
+		// A poll of a blocking Acquire that finds the lease free: 1 GET + 1 PUT.
+		h, err := lease.TryAcquire(ctx, c, "gc", opts("h", time.Minute))
+		require.NoError(t, err)
+		got := make(chan *lease.Lease)
+		start := c.Counts()
+		go func() {
+			l, err := lease.Acquire(ctx, c, "gc", lease.Options{Owner: "w", PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond})
+			assert.NoError(t, err)
+			got <- l
+		}()
+		// The waiter's first try (1 PUT + 1 GET) ends with its GET.
+		require.Eventually(t, func() bool { return c.Counts().Sub(start)[store.OpGet] >= 1 }, 5*time.Second, time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		before := c.Counts()
+		require.NoError(t, h.Release(ctx))
+		w := <-got
+		n = c.Counts().Sub(before)
+		assert.EqualValues(t, 2, n[store.OpPut], "release + takeover (%s)", n)
+		assert.GreaterOrEqual(t, n[store.OpGet], int64(1), "polls read first (%s)", n)
+		assert.LessOrEqual(t, n[store.OpGet], int64(2), "one poll after the release, maybe one before (%s)", n)
+		assert.EqualValues(t, 4, w.Token())
+		require.NoError(t, w.Release(ctx))
+	})
+}
+
+func TestReleaseThenReacquire(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		var last uint64
+		for i, owner := range []string{"a", "b", "a", "c"} {
+			l, err := lease.TryAcquire(ctx, s, "job", opts(owner, time.Minute))
+			require.NoError(t, err, "acquire %d", i)
+			assert.Greater(t, l.Token(), last, "tokens strictly increase")
+			last = l.Token()
+			info, err := lease.Status(ctx, s, "job")
+			require.NoError(t, err)
+			assert.Equal(t, owner, info.Owner)
+			assert.Equal(t, l.Token(), info.Token)
+			assert.False(t, info.Released)
+			assert.False(t, info.Expired)
+			assert.Equal(t, time.Minute, info.TTL)
+
+			require.NoError(t, l.Release(ctx))
+			assert.True(t, isClosed(l.Done()))
+			assert.False(t, l.Held())
+			require.ErrorIs(t, l.Err(), lease.ErrLost)
+			require.ErrorIs(t, l.Renew(ctx), lease.ErrLost)
+			info, err = lease.Status(ctx, s, "job")
+			require.NoError(t, err)
+			assert.True(t, info.Released)
+			assert.True(t, info.Expired)
+		}
+		assert.EqualValues(t, 4, last)
+	})
+}
+
+func TestReleaseToken(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		a, err := lease.TryAcquire(ctx, s, "dead", opts("a", time.Hour))
+		require.NoError(t, err)
+		require.ErrorIs(t, lease.ReleaseToken(ctx, s, "dead", 7), lease.ErrLost)
+		require.NoError(t, lease.ReleaseToken(ctx, s, "dead", a.Token()))
+		require.NoError(t, lease.ReleaseToken(ctx, s, "dead", a.Token()), "already released")
+		require.ErrorIs(t, a.Renew(ctx), lease.ErrLost, "the holder learns at its next renewal")
+		b, err := lease.TryAcquire(ctx, s, "dead", opts("b", time.Hour))
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, b.Token())
+		require.NoError(t, a.Release(ctx))
+		info, err := lease.Status(ctx, s, "dead")
+		require.NoError(t, err)
+		assert.Equal(t, "b", info.Owner)
+		assert.False(t, info.Released, "the old holder's release does not touch the new holder")
+		_, err = lease.Status(ctx, s, "never")
+		require.ErrorIs(t, err, store.ErrNotExist)
+		require.ErrorIs(t, lease.ReleaseToken(ctx, s, "never", 1), store.ErrNotExist)
+	})
+}
+
+func TestReleaseAfterCancel(t *testing.T) {
+	s := mem.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := lease.TryAcquire(ctx, s, "x", opts("a", time.Minute))
+	require.NoError(t, err)
+	l.KeepAlive(ctx)
+	cancel()
+	require.NoError(t, l.Release(ctx), "release runs on a fresh context")
+	info, err := lease.Status(context.Background(), s, "x")
+	require.NoError(t, err)
+	assert.True(t, info.Released)
+}
+
+func TestHeldError(t *testing.T) {
+	clock := newFakeClock()
+	s := mem.New(mem.WithClock(clock.Now))
+	ctx := context.Background()
+	a, err := lease.TryAcquire(ctx, s, "gc", opts("host-a:1", 10*time.Second))
+	require.NoError(t, err)
+	acquiredAt := clock.Now()
+	clock.Advance(3 * time.Second)
+
+	_, err = lease.TryAcquire(ctx, s, "gc", opts("host-b:2", 10*time.Second))
+	he := requireHeld(t, err)
+	assert.NotErrorIs(t, err, lease.ErrRace)
+	assert.Equal(t, "gc", he.Name)
+	assert.Equal(t, "host-a:1", he.Owner)
+	assert.EqualValues(t, 1, he.Token)
+	assert.Equal(t, acquiredAt.Add(11*time.Second), he.Until, "Until = Last-Modified + TTL + 1 s, in server time")
+	assert.Equal(t, clock.Now(), he.ServerTime)
+	assert.Contains(t, err.Error(), "host-a:1")
+	assert.Contains(t, err.Error(), acquiredAt.Add(11*time.Second).Format(time.RFC3339))
+	assert.True(t, a.Held())
+
+	_, err = lease.Status(ctx, s, "never")
+	assert.ErrorIs(t, err, store.ErrNotExist)
+}
+
+// TestExpiry moves the store's clock past the TTL: another owner takes the
+// lease over with a larger token, and the old holder learns it lost.
+func TestExpiry(t *testing.T) {
+	clock := newFakeClock()
+	s := mem.New(mem.WithClock(clock.Now))
+	ctx := context.Background()
+	a, err := lease.TryAcquire(ctx, s, "gc", opts("a", 10*time.Second))
+	require.NoError(t, err)
+
+	clock.Advance(10*time.Second + 999*time.Millisecond)
+	_, err = lease.TryAcquire(ctx, s, "gc", opts("b", 10*time.Second))
+	requireHeld(t, err) // TTL + 1 s has not passed yet
+
+	clock.Advance(time.Millisecond)
+	info, err := lease.Status(ctx, s, "gc")
+	require.NoError(t, err)
+	assert.True(t, info.Expired)
+	assert.False(t, info.Released)
+	b, err := lease.TryAcquire(ctx, s, "gc", opts("b", 10*time.Second))
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, b.Token())
+
+	assert.False(t, isClosed(a.Done()))
+	err = a.Renew(ctx)
+	require.ErrorIs(t, err, lease.ErrLost)
+	assert.Contains(t, err.Error(), "taken over by b")
+	assert.True(t, isClosed(a.Done()))
+	assert.False(t, a.Held())
+	require.NoError(t, a.Release(ctx), "releasing a lost lease is a no-op")
+
+	info, err = lease.Status(ctx, s, "gc")
+	require.NoError(t, err)
+	assert.Equal(t, "b", info.Owner)
+	assert.False(t, info.Released)
+	assert.True(t, b.Held())
+	require.NoError(t, b.Renew(ctx))
+}
+
+// TestClockSkew runs one scenario with the client's clock right and off by
+// ±1 h: everything observable is identical.
+func TestClockSkew(t *testing.T) {
+	run := func(off time.Duration) []string {
+		clock := newFakeClock()
+		s := mem.New(mem.WithClock(clock.Now))
+		c := store.Count(s)
+		ctx := context.Background()
+		var out []string
+		log := func(format string, args ...any) { out = append(out, strings.TrimSpace(sprintf(format, args...))) }
+		o := opts("a", 10*time.Second)
+		o.Clock = skewClock{off}
+		a, err := lease.TryAcquire(ctx, c, "gc", o)
+		require.NoError(t, err)
+		left := a.Deadline().Sub(o.Clock.Now())
+		log("a token=%d held=%v deadline-ok=%v", a.Token(), a.Held(), left > 8*time.Second && left <= 9*time.Second)
+
+		ob := opts("b", 10*time.Second)
+		ob.Clock = skewClock{-off}
+		_, err = lease.TryAcquire(ctx, c, "gc", ob)
+		he := requireHeld(t, err)
+		log("b held-error owner=%s token=%d until=%s left=%v", he.Owner, he.Token, he.Until.Sub(clock.Now()), he.Until.Sub(he.ServerTime))
+		require.NoError(t, a.Renew(ctx))
+		log("a renewed held=%v", a.Held())
+
+		clock.Advance(11 * time.Second)
+		b, err := lease.TryAcquire(ctx, c, "gc", ob)
+		require.NoError(t, err)
+		log("b token=%d held=%v", b.Token(), b.Held())
+		log("a renew: %v", a.Renew(ctx))
+		log("a done=%v held=%v", isClosed(a.Done()), a.Held())
+		log("b release: %v", b.Release(ctx))
+		a2, err := lease.TryAcquire(ctx, c, "gc", o)
+		require.NoError(t, err)
+		log("a token=%d", a2.Token())
+		log("requests: %s", c.Counts())
+		return out
+	}
+	want := run(0)
+	t.Log(strings.Join(want, "\n"))
+	for _, off := range []time.Duration{time.Hour, -time.Hour} {
+		assert.Equal(t, want, run(off), "clock off by %v", off)
+	}
+}
+
+// TestAmbiguousWrites injects lost responses and SDK-retry 412s into each
+// write of the protocol: a lease we hold is never reported as held by
+// someone else or as lost.
+func TestAmbiguousWrites(t *testing.T) {
+	modes := map[string]faultstore.Mode{"lost-response": faultstore.After, "spurious-412": faultstore.AfterRetry}
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		for mname, mode := range modes {
+			t.Run(mname, func(t *testing.T) {
+				name := "amb-" + mname
+				f := faultstore.New(s)
+				fault := func() { f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key(name), Mode: mode, Times: 1}) }
+
+				fault()
+				a, err := lease.TryAcquire(ctx, f, name, opts("a", time.Minute))
+				require.NoError(t, err, "create")
+				assert.EqualValues(t, 1, a.Token())
+
+				fault()
+				require.NoError(t, a.Renew(ctx), "renew")
+				assert.True(t, a.Held())
+				_, err = lease.TryAcquire(ctx, s, name, opts("b", time.Minute))
+				requireHeld(t, err)
+				require.NoError(t, a.Renew(ctx), "renew after the ambiguous one")
+
+				fault()
+				require.NoError(t, a.Release(ctx), "release")
+				info, err := lease.Status(ctx, s, name)
+				require.NoError(t, err)
+				assert.True(t, info.Released)
+
+				fault()
+				b, err := lease.TryAcquire(ctx, f, name, opts("b", time.Minute))
+				require.NoError(t, err, "takeover")
+				assert.EqualValues(t, 2, b.Token())
+				require.NoError(t, b.Renew(ctx))
+				require.NoError(t, b.Release(ctx))
+			})
+		}
+	})
+}
+
+// TestRenewFailureKeepsLease: a renewal that provably did not land is an
+// error, but not a loss; the lease holds until its deadline.
+func TestRenewFailureKeepsLease(t *testing.T) {
+	s := mem.New()
+	f := faultstore.New(s)
+	ctx := context.Background()
+	a, err := lease.TryAcquire(ctx, f, "x", opts("a", time.Minute))
+	require.NoError(t, err)
+	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Times: 1})
+	err = a.Renew(ctx)
+	require.ErrorIs(t, err, faultstore.ErrInjected)
+	require.NotErrorIs(t, err, lease.ErrLost)
+	assert.True(t, a.Held())
+	require.NoError(t, a.Renew(ctx))
+	require.NoError(t, a.Release(ctx))
+}
+
+func TestKeepAlive(t *testing.T) {
+	s := mem.New()
+	c := store.Count(s)
+	ctx := context.Background()
+	a, err := lease.TryAcquire(ctx, c, "x", opts("a", 300*time.Millisecond))
+	require.NoError(t, err)
+	first := a.Deadline()
+	a.KeepAlive(ctx)
+	a.KeepAlive(ctx) // no second goroutine
+	time.Sleep(time.Second)
+	assert.True(t, a.Held())
+	assert.False(t, isClosed(a.Done()))
+	assert.True(t, a.Deadline().After(first.Add(600*time.Millisecond)))
+	puts := c.Counts()[store.OpPut]
+	assert.GreaterOrEqual(t, puts, int64(6), "renewed about every TTL/3")
+	assert.LessOrEqual(t, puts, int64(11))
+	require.NoError(t, a.Release(ctx))
+	assert.True(t, isClosed(a.Done()))
+	n := c.Counts()[store.OpPut]
+	time.Sleep(250 * time.Millisecond)
+	assert.Equal(t, n, c.Counts()[store.OpPut], "no renewals after release")
+}
+
+// TestPausedHolder: a holder whose renewals cannot get through finds Done
+// closed at its deadline; a new holder takes over with a larger token, and
+// a commit fenced with the old token is refused after the new one
+// committed (I6).
+func TestPausedHolder(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := faultstore.New(s)
+		const ttl = 500 * time.Millisecond
+		a, err := lease.TryAcquire(ctx, f, "gc", opts("a", ttl))
+		require.NoError(t, err)
+		da := commit.New(f, commit.WithWriter("a"))
+		_, err = commitFile(ctx, da, "x", "from a", a.Token())
+		require.NoError(t, err)
+
+		// Pause a: every renewal fails before it is sent.
+		f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("gc"), Mode: faultstore.Before})
+		a.KeepAlive(ctx)
+		select {
+		case <-a.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done did not close after the deadline")
+		}
+		assert.False(t, a.Held())
+		require.ErrorIs(t, a.Err(), lease.ErrLost)
+		assert.False(t, time.Now().Before(a.Deadline()))
+
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		b, err := lease.Acquire(actx, s, "gc", opts("b", 10*time.Second))
+		require.NoError(t, err)
+		assert.Greater(t, b.Token(), a.Token())
+		db := commit.New(s, commit.WithWriter("b"))
+		_, err = commitFile(ctx, db, "x", "from b", b.Token())
+		require.NoError(t, err)
+
+		_, err = commitFile(ctx, da, "x", "late a", a.Token())
+		require.ErrorIs(t, err, commit.ErrFenced)
+		require.ErrorIs(t, a.Renew(ctx), lease.ErrLost)
+		require.NoError(t, b.Release(ctx))
+	})
+}
+
+func commitFile(ctx context.Context, d *commit.Dataset, path, content string, fence uint64) (any, error) {
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.PutBytes(ctx, path, []byte(content)); err != nil {
+		return nil, err
+	}
+	return tx.Commit(ctx, commit.CommitOptions{Fence: fence})
+}
+
+func TestCorrupt(t *testing.T) {
+	ctx := context.Background()
+	for name, body := range map[string]string{
+		"not json":      "garbage",
+		"unknown field": `{"owner":"a","token":1,"ttl_ms":1000,"released":false,"write_id":"w","extra":1}`,
+		"zero token":    `{"owner":"a","token":0,"ttl_ms":1000,"released":false,"write_id":"w"}`,
+		"no ttl":        `{"owner":"a","token":1,"released":false,"write_id":"w"}`,
+		"no write id":   `{"owner":"a","token":1,"ttl_ms":1000,"released":true}`,
+		"trailing":      `{"owner":"a","token":1,"ttl_ms":1000,"released":true,"write_id":"w"} {}`,
+		"too large":     `{"owner":"` + strings.Repeat("a", 70<<10) + `"}`,
+		"empty":         ``,
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			s := mem.New(mem.WithClock(clock.Now))
+			_, err := s.Put(ctx, lease.Key("gc"), bytes.NewReader([]byte(body)), store.PutOptions{})
+			require.NoError(t, err)
+			clock.Advance(24 * time.Hour) // long "expired", if it were a lease
+			_, err = lease.TryAcquire(ctx, s, "gc", opts("b", time.Second))
+			require.ErrorIs(t, err, lease.ErrCorrupt)
+			assert.Contains(t, err.Error(), "_lease/gc")
+			_, err = lease.Status(ctx, s, "gc")
+			require.ErrorIs(t, err, lease.ErrCorrupt)
+		})
+	}
+}
+
+// TestContendedGoroutines: many goroutines contend for one lease on every
+// driver; tokens strictly increase and holding intervals never overlap.
+func TestContendedGoroutines(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		holder := ""
+		var tokens []uint64
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				me := sprintf("g%d", i)
+				for range 3 {
+					actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					l, err := lease.Acquire(actx, s, "hot", opts(me, 5*time.Second))
+					cancel()
+					if !assert.NoError(t, err) {
+						return
+					}
+					mu.Lock()
+					assert.Empty(t, holder, "two holders at once")
+					holder = me
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond)
+					mu.Lock()
+					holder = ""
+					mu.Unlock()
+					assert.NoError(t, l.Release(ctx))
+				}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, tokens, 18)
+		for i := 1; i < len(tokens); i++ {
+			assert.Greater(t, tokens[i], tokens[i-1])
+		}
+	})
+}
+
+var sprintf = fmt.Sprintf
