@@ -74,7 +74,14 @@ func classOf(code string, status int, ifMatch bool) error {
 	case http.StatusPreconditionFailed:
 		return store.ErrPrecondition
 	case http.StatusConflict:
-		return store.ErrConflict
+		// Only ConditionalRequestConflict (matched above) is retryable;
+		// other 409s, such as a key that is a directory on a POSIX-backed
+		// server, are not. A 409 without a code (HEAD) is taken as the
+		// retryable kind.
+		if code == "" {
+			return store.ErrConflict
+		}
+		return nil
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return store.ErrAccess
 	}
