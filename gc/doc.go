@@ -1,0 +1,98 @@
+// Package gc is the lease-guarded mark-and-sweep collector of a dataset: it
+// removes superseded generations, the orphaned objects of writers that lost,
+// aborted or crashed, and expired reader pins.
+//
+// One call to Run is one collection:
+//
+//  1. Try-acquire the lease "gc". If another collector holds it, Run does
+//     nothing and returns its *lease.HeldError.
+//  2. Read the pointer and the manifests along the parent chain, verifying
+//     each link against the sha256 its child recorded. Anything unreadable
+//     or corrupt aborts the run before anything is deleted.
+//  3. Retain the current generation, the last Keep ancestors, ancestors
+//     superseded less than Grace ago, and every generation with an
+//     unexpired pin.
+//  4. Mark every key a retained manifest references. Incremental commits
+//     share keys across generations, so a marked key is never deleted, even
+//     when it lives under the prefix of a generation being collected.
+//  5. List _gen/. The candidates are the chain generations that are not
+//     retained, and the orphans: generations outside the chain whose newest
+//     object is older than OrphanAge.
+//  6. Before deleting orphans, move the pointer's gc_horizon forward with a
+//     compare-and-swap, so that a writer that stalled past the horizon can
+//     no longer commit what the collector removes. If a commit lands
+//     meanwhile, the CAS fails and the collector plans again.
+//  7. Delete the unmarked keys of the candidates with DeleteMany, at most
+//     1000 keys per request, each generation's manifest after its data
+//     objects, renewing the lease before every request.
+//  8. Drop expired pins, and lease epochs that ended long ago (see
+//     MinEpochAge).
+//
+// # Guarantees
+//
+//   - The collector never deletes a key referenced by a retained
+//     generation: the current one, the last Keep ancestors, one superseded
+//     less than Grace ago, or one with an unexpired pin (I4).
+//   - The pointer never ends up naming a generation with a missing object
+//     (I1): a writer whose staged objects may have been removed is refused
+//     by the gc_horizon guard of the commit protocol (I6).
+//   - The objects of a lost, aborted or crashed writer are gone after
+//     OrphanAge plus one collection (I7).
+//   - Every age is judged by the store's clock (Last-Modified against the
+//     Date of a response), never by the local one. Because S3 reports both
+//     at one-second resolution, an age counts as reaching a positive limit
+//     only when it reaches the limit plus one second.
+//   - Runs are idempotent, and a crash or an error at any point leaves a
+//     state that the next run completes: the horizon is published before
+//     any orphan is deleted, and generations are deleted oldest first with
+//     each manifest after its data, so that the chain stays walkable from
+//     the pointer and a half-deleted generation is found again.
+//   - Only one collector works at a time. A collector that cannot renew its
+//     lease stops before its next request that deletes anything.
+//   - A dry run writes nothing but its own lease.
+//
+// The grace runs from the Last-Modified of the successor's manifest, which
+// is written a moment before the pointer moves to it, so a reader that
+// opened a snapshot in that moment gets the grace less the moment. Readers
+// that need a snapshot for long should pin it right after opening it: a
+// pin written within the grace keeps the generation. Deletes cannot be
+// fenced (S3 has no conditional batch delete); a collector that pauses for
+// longer than its lease's TTL between renewing and deleting may delete
+// after another collector took over, which is as safe as a slow delete:
+// it only removes keys that were unmarked when it planned.
+//
+// # Errors
+//
+// Run returns:
+//   - a *lease.HeldError (errors.Is lease.ErrHeld) when another collector
+//     holds the lease; nothing was done;
+//   - an error matching ErrRefused, joined with the cause (for example
+//     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
+//     manifest it needs is unreadable or corrupt; nothing was deleted;
+//   - an error matching lease.ErrLost when the lease was lost mid-run; the
+//     collection stopped before its next delete request;
+//   - store errors, wrapped with what the collector was doing.
+//
+// Run always returns a Report. After an error it describes the plan and how
+// far the run got.
+//
+// # Layout
+//
+// The collector reads and writes these keys of a dataset:
+//
+//	_pointer                 read; its gc_horizon is moved forward by CAS
+//	_gen/<gen>/<path>        listed; unmarked keys of candidates deleted
+//	_gen/<gen>/_manifest     read along the chain; deleted after its data
+//	_pin/<gen>/<ttl>-<id>    listed; expired pins deleted
+//	_lease/gc                the collector's lease
+//	_lease/<name>/<epoch>    old epochs removed by lease.CleanupEpochs
+//
+// # Cost
+//
+// A collection costs one GET for the pointer, one GET per manifest still
+// present along the chain (the retained window plus the garbage, plus one
+// for the first collected link), one GET per pinned generation outside the
+// chain, one LIST page per 1000 keys under _gen/ and _pin/, one DeleteMany
+// per 1000 deleted keys, and a lease PUT before each of them. It grows with
+// the garbage and the retained window, not with the length of history.
+package gc

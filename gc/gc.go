@@ -1,0 +1,234 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/store"
+)
+
+// LeaseName is the name of the collector's lease, at _lease/gc.
+const LeaseName = "gc"
+
+// The defaults of Options.
+const (
+	DefaultKeep      = 2
+	DefaultGrace     = time.Hour
+	DefaultOrphanAge = 24 * time.Hour
+	DefaultLeaseTTL  = 30 * time.Second
+)
+
+// clockResolution is added to every positive age limit. S3 reports
+// Last-Modified and Date at one-second resolution, so an observed age can
+// exceed the true age by up to a second; the collector errs on the side of
+// keeping.
+const clockResolution = time.Second
+
+// allowance returns the age an object must reach, by the store's clock, to
+// count as older than limit: limit plus the clock resolution, or 0 for no
+// limit.
+func allowance(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return limit + clockResolution
+}
+
+// maxPlans bounds how often a run re-plans because a commit landed between
+// reading the pointer and publishing the horizon.
+const maxPlans = 8
+
+// releaseTimeout bounds the lease release at the end of a run, which runs
+// even when the caller's context is done.
+const releaseTimeout = 10 * time.Second
+
+// ErrRefused is matched by the error of a run that refused to collect
+// because the pointer or a manifest it needs is unreadable or corrupt. The
+// error also matches its cause, e.g. pointer.ErrCorrupt or
+// generation.ErrCorrupt. Nothing was deleted.
+var ErrRefused = errors.New("gc: refusing to collect")
+
+// Options configure a collection. The zero value collects with the
+// defaults.
+type Options struct {
+	// Keep is how many ancestors of the current generation are kept
+	// besides it. 0 means DefaultKeep; a negative value keeps none.
+	Keep int
+	// Grace keeps ancestors superseded less than this long ago, judged as
+	// the age of their successor's manifest in the store's clock. Readers
+	// that opened a snapshot without pinning it can finish within it.
+	// 0 means DefaultGrace; a negative value means no grace.
+	Grace time.Duration
+	// OrphanAge is how old, in the store's clock, the newest object of a
+	// generation outside the chain must be before it is collected as an
+	// orphan. Writers that take longer than this between reading the
+	// pointer and committing are refused with commit.ErrStale once the
+	// collector has run. Lease epochs older than it (and than MinEpochAge)
+	// are removed too. 0 means DefaultOrphanAge; a negative value means
+	// no minimum age.
+	OrphanAge time.Duration
+	// DryRun plans the collection and returns it in the Report without
+	// writing anything but the collector's lease.
+	DryRun bool
+	// LeaseTTL is the TTL of the lease "gc"; 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Owner names this collector in the lease; the default is
+	// "gc@<hostname>:<pid>".
+	Owner string
+	// Logger receives progress at debug and info level; nil discards.
+	Logger *slog.Logger
+	// Progress, if set, is called after every delete request with the
+	// number of generation objects deleted so far and the number planned.
+	Progress func(deleted, total int)
+}
+
+func (o Options) withDefaults() Options {
+	o.Keep = orDefault(o.Keep, DefaultKeep)
+	o.Grace = orDefault(o.Grace, DefaultGrace)
+	o.OrphanAge = orDefault(o.OrphanAge, DefaultOrphanAge)
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = "gc@" + host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// orDefault maps 0 to def and negative values to 0.
+func orDefault[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// Run performs one collection of the dataset in s, as described in the
+// package documentation. It always returns a Report; after an error the
+// report describes how far the run got. s should be the dataset's store,
+// under its prefix (store.WithPrefix).
+func Run(ctx context.Context, s store.Store, opts Options) (*Report, error) {
+	counted := store.Count(s)
+	r := &runner{
+		s:         counted,
+		o:         opts.withDefaults(),
+		rep:       &Report{DryRun: opts.DryRun},
+		manifests: map[string]*manifestInfo{},
+	}
+	r.log = r.o.Logger
+	err := r.run(ctx)
+	r.rep.Requests = counted.Counts()
+	if err != nil {
+		r.log.Warn("gc: collection stopped", "error", err)
+	}
+	return r.rep, err
+}
+
+// runner holds the state of one collection.
+type runner struct {
+	s     store.Store
+	o     Options
+	log   *slog.Logger
+	rep   *Report
+	lease *lease.Lease
+
+	// manifests caches the manifests read so far, by generation. Stored
+	// manifests are immutable, so they stay valid across re-plans.
+	manifests map[string]*manifestInfo
+	// gens is the listing of _gen/, read once per run.
+	gens *listing
+}
+
+func (r *runner) run(ctx context.Context) (err error) {
+	l, err := lease.TryAcquire(ctx, r.s, LeaseName, lease.Options{TTL: r.o.LeaseTTL, Owner: r.o.Owner})
+	if err != nil {
+		if errors.Is(err, lease.ErrHeld) {
+			return err
+		}
+		return fmt.Errorf("gc: acquire lease %q: %w", LeaseName, err)
+	}
+	r.lease = l
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if rerr := l.Release(rctx); rerr != nil && !errors.Is(rerr, lease.ErrLost) {
+			r.log.Warn("gc: release lease", "error", rerr)
+		}
+	}()
+
+	var p *plan
+	for attempt := 1; ; attempt++ {
+		if p, err = r.plan(ctx); err != nil {
+			return err
+		}
+		if p.ptr == nil {
+			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon; nothing was collected")
+			return nil
+		}
+		if r.o.DryRun || !p.needHorizon {
+			break
+		}
+		if err := r.renew(ctx, "publishing the horizon"); err != nil {
+			return err
+		}
+		ok, err := r.publishHorizon(ctx, p)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if attempt == maxPlans {
+			return fmt.Errorf("gc: the pointer changed under every one of %d plans; try again later", attempt)
+		}
+		r.log.Debug("gc: the pointer changed before the horizon was published; planning again", "attempt", attempt)
+		if err := sleep(ctx, rand.N(time.Duration(attempt)*50*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	p.fill(r.rep)
+	if r.o.DryRun {
+		return nil
+	}
+	if err := r.sweep(ctx, p); err != nil {
+		return err
+	}
+	if err := r.dropPins(ctx, p.expiredPins); err != nil {
+		return err
+	}
+	return r.cleanupEpochs(ctx)
+}
+
+// renew renews the lease before an action that writes, and stops the run if
+// it is lost.
+func (r *runner) renew(ctx context.Context, before string) error {
+	if err := r.lease.Renew(ctx); err != nil {
+		return fmt.Errorf("gc: renew lease %q: stopped before %s: %w", LeaseName, before, err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,413 @@
+package gc
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// manifestInfo is a manifest as read from the store.
+type manifestInfo struct {
+	m *generation.Manifest
+	// sha is the sha256 of the stored bytes.
+	sha string
+	// modified is the manifest's Last-Modified: the time, in the store's
+	// clock, just before its generation superseded its parent.
+	modified time.Time
+}
+
+// listing is the listing of _gen/, grouped by generation.
+type listing struct {
+	gens map[string]*genObjects
+	// stray counts keys under _gen/ that belong to no valid generation id.
+	// The collector never deletes what it does not understand.
+	stray int
+}
+
+// genObjects are the listed objects of one generation.
+type genObjects struct {
+	objs   []store.Object
+	newest time.Time
+	bytes  int64
+}
+
+// plan is what one collection intends to do, decided from one reading of
+// the pointer.
+type plan struct {
+	ptr  *pointer.Pointer // nil when the dataset has no pointer
+	etag string
+	// now is the store's clock, from the pointer's GET.
+	now time.Time
+	// cutoff is the orphan cutoff: a generation outside the chain whose
+	// newest object was modified at or before it is an orphan. It is the
+	// horizon published before orphans are deleted.
+	cutoff      time.Time
+	needHorizon bool
+	// horizon is the pointer's gc_horizon once the plan is carried out.
+	horizon time.Time
+
+	kept, deleted, orphans []GenInfo
+	// del is every key to delete, in order: generation by generation,
+	// chain generations oldest first, then orphans; each generation's
+	// manifest after its data objects.
+	del         []store.Object
+	expiredPins []string
+	notes       []string
+}
+
+// refuse wraps an error that stops a run before anything is deleted.
+func refuse(err error) error {
+	return fmt.Errorf("%w: %w", ErrRefused, err)
+}
+
+// plan reads the pointer, the chain, the pins and the listing, and decides
+// what to keep and what to delete. It writes nothing.
+func (r *runner) plan(ctx context.Context) (*plan, error) {
+	ptr, attrs, err := pointer.Read(ctx, r.s)
+	if errors.Is(err, store.ErrNotExist) {
+		return &plan{}, nil
+	}
+	if err != nil {
+		return nil, refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
+	}
+	if attrs.ServerTime.IsZero() {
+		return nil, refuse(fmt.Errorf("the store did not report its time when reading %s; ages cannot be judged", pointer.Key))
+	}
+	p := &plan{ptr: ptr, etag: attrs.ETag, now: attrs.ServerTime.UTC(), horizon: ptr.GCHorizon}
+	p.cutoff = p.now.Add(-allowance(r.o.OrphanAge))
+
+	chain, err := r.walk(ctx, ptr, p)
+	if err != nil {
+		return nil, refuse(err)
+	}
+	pinned, err := r.listPins(ctx, p)
+	if err != nil {
+		return nil, refuse(err)
+	}
+
+	// Retention.
+	type keptGen struct {
+		reason string
+		m      *generation.Manifest // nil if the manifest is gone
+	}
+	retained := map[string]keptGen{}
+	inChain := map[string]*generation.Manifest{}
+	supersededAt := map[string]time.Time{}
+	for i, mi := range chain {
+		gen := mi.m.Generation
+		inChain[gen] = mi.m
+		if i > 0 {
+			supersededAt[gen] = chain[i-1].modified
+		}
+		var reason string
+		switch {
+		case i == 0:
+			reason = "current"
+		case i <= r.o.Keep:
+			reason = fmt.Sprintf("ancestor %d of the %d kept", i, r.o.Keep)
+		case r.o.Grace > 0 && p.now.Sub(chain[i-1].modified) < allowance(r.o.Grace):
+			reason = fmt.Sprintf("superseded %s ago, within the %s grace", fmtAge(p.now.Sub(chain[i-1].modified)), r.o.Grace)
+		case pinned[gen] > 0:
+			reason = pinReason(pinned[gen])
+		default:
+			continue
+		}
+		retained[gen] = keptGen{reason, mi.m}
+	}
+	for _, gen := range slices.Sorted(maps.Keys(pinned)) {
+		if _, ok := retained[gen]; ok {
+			continue
+		}
+		// A pinned generation outside the walked chain: an old one beyond
+		// a collected link. Its manifest names the keys to keep.
+		kg := keptGen{reason: pinReason(pinned[gen])}
+		mi, err := r.manifest(ctx, gen, "", "its pin")
+		switch {
+		case errors.Is(err, store.ErrNotExist):
+			p.notes = append(p.notes, fmt.Sprintf("generation %s is pinned but its manifest is gone", gen))
+		case err != nil:
+			return nil, refuse(err)
+		default:
+			kg.m = mi.m
+		}
+		retained[gen] = kg
+	}
+
+	// Mark.
+	marked := map[string]bool{}
+	for _, kg := range retained {
+		if kg.m != nil {
+			for _, k := range kg.m.Keys() {
+				marked[k] = true
+			}
+		}
+	}
+
+	// Sweep candidates.
+	if r.gens == nil {
+		if r.gens, err = r.list(ctx); err != nil {
+			return nil, refuse(err)
+		}
+		if r.gens.stray > 0 {
+			p.notes = append(p.notes, fmt.Sprintf("%d keys under %s belong to no valid generation id and were left alone", r.gens.stray, generation.Dir))
+		}
+	}
+	seqOf := func(gen string) uint64 {
+		if kg := retained[gen]; kg.m != nil {
+			return kg.m.Seq
+		}
+		if m := inChain[gen]; m != nil {
+			return m.Seq
+		}
+		return 0
+	}
+	for gen, kg := range retained {
+		g := r.gens.gens[gen]
+		info := GenInfo{Generation: gen, Seq: seqOf(gen), Reason: kg.reason}
+		if g != nil {
+			info.Objects, info.Bytes = len(g.objs), g.bytes
+		}
+		p.kept = append(p.kept, info)
+	}
+	type candidate struct {
+		info GenInfo
+		del  []store.Object
+	}
+	var chainCands, orphanCands []candidate
+	for gen, g := range r.gens.gens {
+		if _, ok := retained[gen]; ok {
+			continue
+		}
+		m, isChain := inChain[gen]
+		if !isChain && g.newest.After(p.cutoff) {
+			p.kept = append(p.kept, GenInfo{
+				Generation: gen, Objects: len(g.objs), Bytes: g.bytes,
+				Reason: fmt.Sprintf("not committed; newest object %s old, younger than the %s orphan age", fmtAge(p.now.Sub(g.newest)), r.o.OrphanAge),
+			})
+			continue
+		}
+		c := candidate{info: GenInfo{Generation: gen}}
+		shared := 0
+		for _, o := range g.objs {
+			if marked[o.Key] {
+				shared++
+				continue
+			}
+			c.del = append(c.del, o)
+			c.info.Objects++
+			c.info.Bytes += max(o.Size, 0)
+		}
+		// The manifest goes last, so that a crash leaves it to be found.
+		slices.SortStableFunc(c.del, func(a, b store.Object) int {
+			return cmp.Compare(boolInt(isManifest(a.Key)), boolInt(isManifest(b.Key)))
+		})
+		var why string
+		if shared > 0 {
+			why = fmt.Sprintf("; %d objects shared with retained generations kept", shared)
+		}
+		switch {
+		case isChain:
+			c.info.Seq = m.Seq
+			c.info.Reason = fmt.Sprintf("superseded %s ago, outside the retention window", fmtAge(p.now.Sub(supersededAt[gen]))) + why
+			chainCands = append(chainCands, c)
+		case len(c.del) == 0:
+			p.kept = append(p.kept, GenInfo{
+				Generation: gen, Objects: len(g.objs), Bytes: g.bytes,
+				Reason: "collected; only objects shared with retained generations remain",
+			})
+		default:
+			c.info.Reason = fmt.Sprintf("not in the chain; newest object %s old", fmtAge(p.now.Sub(g.newest))) + why
+			orphanCands = append(orphanCands, c)
+		}
+	}
+	// Oldest chain generations first: a crash then leaves the chain
+	// walkable from the pointer down to the first half-deleted generation.
+	slices.SortFunc(chainCands, func(a, b candidate) int { return cmp.Compare(a.info.Seq, b.info.Seq) })
+	slices.SortFunc(orphanCands, func(a, b candidate) int { return strings.Compare(a.info.Generation, b.info.Generation) })
+	for _, c := range chainCands {
+		p.deleted = append(p.deleted, c.info)
+		p.del = append(p.del, c.del...)
+	}
+	for _, c := range orphanCands {
+		p.orphans = append(p.orphans, c.info)
+		p.del = append(p.del, c.del...)
+	}
+	slices.SortFunc(p.kept, func(a, b GenInfo) int {
+		return cmp.Or(-cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Generation, b.Generation))
+	})
+	if len(p.orphans) > 0 && ptr.GCHorizon.Before(p.cutoff) {
+		p.needHorizon = true
+		p.horizon = p.cutoff
+	}
+	return p, nil
+}
+
+// walk reads the manifests from the pointer down the parent chain, newest
+// first, verifying every link. It stops at the first generation or at the
+// first manifest that is gone, collected by an earlier run.
+func (r *runner) walk(ctx context.Context, ptr *pointer.Pointer, p *plan) ([]*manifestInfo, error) {
+	cur, err := r.manifest(ctx, ptr.Generation, ptr.ManifestSHA256, pointer.Key)
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("%s seq %d names generation %s, whose manifest is missing: %w", pointer.Key, ptr.Seq, ptr.Generation, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cur.m.Seq != ptr.Seq || cur.m.Parent != ptr.Parent {
+		return nil, fmt.Errorf("%w: %s has seq %d and parent %q, the manifest of generation %s has seq %d and parent %q",
+			generation.ErrCorrupt, pointer.Key, ptr.Seq, ptr.Parent, ptr.Generation, cur.m.Seq, cur.m.Parent)
+	}
+	chain := []*manifestInfo{cur}
+	for child := cur.m; child.Parent != ""; {
+		mi, err := r.manifest(ctx, child.Parent, child.ParentManifestSHA256, "its child "+child.Generation)
+		if errors.Is(err, store.ErrNotExist) {
+			if len(chain) <= r.o.Keep {
+				p.notes = append(p.notes, fmt.Sprintf("history ends after %d generations, inside the %d kept: generation %s (seq %d) was collected earlier",
+					len(chain), r.o.Keep+1, child.Parent, child.Seq-1))
+			}
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if mi.m.Seq+1 != child.Seq {
+			return nil, fmt.Errorf("%w: generation %s has seq %d, its child %s has seq %d",
+				generation.ErrCorrupt, mi.m.Generation, mi.m.Seq, child.Generation, child.Seq)
+		}
+		chain = append(chain, mi)
+		child = mi.m
+	}
+	return chain, nil
+}
+
+// manifest reads and validates the manifest of gen, once per run. If
+// wantSHA is not empty the stored bytes must match it; who names where
+// that checksum was recorded. A missing manifest matches store.ErrNotExist.
+func (r *runner) manifest(ctx context.Context, gen, wantSHA, who string) (*manifestInfo, error) {
+	key := generation.ManifestKey(gen)
+	mi, ok := r.manifests[gen]
+	if !ok {
+		rc, attrs, err := r.s.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest of generation %s: %w", gen, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, generation.MaxStored+1))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read manifest %q: %w", key, err)
+		}
+		sum := sha256.Sum256(b)
+		if wantSHA != "" && hex.EncodeToString(sum[:]) != wantSHA {
+			return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded by %s", generation.ErrCorrupt, key, who)
+		}
+		m, err := generation.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("manifest %q: %w", key, err)
+		}
+		if m.Generation != gen {
+			return nil, fmt.Errorf("%w: manifest %q describes generation %s", generation.ErrCorrupt, key, m.Generation)
+		}
+		mi = &manifestInfo{m: m, sha: hex.EncodeToString(sum[:]), modified: attrs.LastModified}
+		r.manifests[gen] = mi
+	}
+	if wantSHA != "" && mi.sha != wantSHA {
+		return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded by %s", generation.ErrCorrupt, key, who)
+	}
+	return mi, nil
+}
+
+// listPins lists _pin/, returning the number of unexpired pins per
+// generation and recording the expired ones in the plan. A pin expires when
+// its age in the store's clock reaches its TTL.
+func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) {
+	pinned := map[string]int{}
+	bad := 0
+	for o, err := range store.List(ctx, r.s, commit.PinDir, "", "") {
+		if err != nil {
+			return nil, fmt.Errorf("list pins: %w", err)
+		}
+		gen, ttl, err := commit.ParsePinKey(o.Key)
+		if err != nil {
+			bad++
+			r.log.Warn("gc: leaving a malformed pin alone", "key", o.Key)
+			continue
+		}
+		if p.now.Sub(o.LastModified) >= allowance(ttl) {
+			p.expiredPins = append(p.expiredPins, o.Key)
+			continue
+		}
+		pinned[gen]++
+	}
+	if bad > 0 {
+		p.notes = append(p.notes, fmt.Sprintf("%d malformed keys under %s were left alone", bad, commit.PinDir))
+	}
+	return pinned, nil
+}
+
+// list reads the listing of _gen/.
+func (r *runner) list(ctx context.Context) (*listing, error) {
+	l := &listing{gens: map[string]*genObjects{}}
+	for o, err := range store.List(ctx, r.s, generation.Dir, "", "") {
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", generation.Dir, err)
+		}
+		gen := generation.FromKey(o.Key)
+		if gen == "" {
+			l.stray++
+			continue
+		}
+		g := l.gens[gen]
+		if g == nil {
+			g = &genObjects{}
+			l.gens[gen] = g
+		}
+		g.objs = append(g.objs, o)
+		g.bytes += max(o.Size, 0)
+		if o.LastModified.After(g.newest) {
+			g.newest = o.LastModified
+		}
+	}
+	return l, nil
+}
+
+// isManifest reports whether key is a generation's manifest (a data file
+// may be named _manifest in a subdirectory; that is not one).
+func isManifest(key string) bool { return key == generation.ManifestKey(generation.FromKey(key)) }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func pinReason(n int) string {
+	if n == 1 {
+		return "pinned"
+	}
+	return fmt.Sprintf("pinned (%d pins)", n)
+}
+
+// fmtAge rounds an age for people.
+func fmtAge(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,157 @@
+package gc
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// Report is what a collection kept and deleted. In a dry run it is the plan:
+// the counts say what a real run would delete.
+type Report struct {
+	// Seq and Generation are those of the pointer the collection was
+	// planned from; zero when the dataset has no pointer.
+	Seq        uint64
+	Generation string
+	// Kept lists the generations kept: retained ones, generations still
+	// being staged, and the remains of collected generations whose
+	// objects retained generations still reference.
+	Kept []GenInfo
+	// Deleted lists the superseded chain generations the plan deletes, and
+	// Orphans the generations outside the chain. Their Objects and Bytes
+	// count only the objects deleted: shared objects are kept.
+	Deleted []GenInfo
+	Orphans []GenInfo
+	// Planned is the number of generation objects the plan deletes;
+	// ObjectsDeleted and BytesDeleted count those actually deleted (in a
+	// dry run, those that would be).
+	Planned        int
+	ObjectsDeleted int
+	BytesDeleted   int64
+	// PinsDropped counts expired pins deleted, EpochsDropped old lease
+	// epochs.
+	PinsDropped   int
+	EpochsDropped int
+	// Requests counts the store requests of the run, lease included.
+	Requests store.Counts
+	DryRun   bool
+	// Horizon is the pointer's gc_horizon after the run (the one it would
+	// publish, in a dry run); zero if none was ever published.
+	Horizon time.Time
+	// Notes are remarks for people: no pointer, history shorter than the
+	// retention window, keys left alone because they were not understood.
+	Notes []string
+}
+
+// GenInfo describes one generation in a Report.
+type GenInfo struct {
+	Generation string
+	// Seq is the generation's pointer sequence number; 0 when it is not
+	// known (orphans, whose manifests are not read).
+	Seq     uint64
+	Objects int
+	Bytes   int64
+	// Reason says why the generation was kept or deleted.
+	Reason string
+}
+
+// WriteText writes a summary for people: the generations kept and deleted,
+// with their objects and bytes, then the totals, the horizon and the
+// requests made.
+func (r *Report) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	switch {
+	case r.Generation == "":
+		ew.printf("no pointer: nothing to collect\n")
+	case r.DryRun:
+		ew.printf("dry run at seq %d (generation %s); nothing was deleted\n", r.Seq, r.Generation)
+	default:
+		ew.printf("collected at seq %d (generation %s)\n", r.Seq, r.Generation)
+	}
+	verb := "deleted"
+	if r.DryRun {
+		verb = "would delete"
+	}
+	section := func(title string, gens []GenInfo) {
+		if len(gens) == 0 {
+			return
+		}
+		var objects int
+		var bytes int64
+		for _, g := range gens {
+			objects += g.Objects
+			bytes += g.Bytes
+		}
+		ew.printf("\n%s: %s, %s, %s\n", title, plural(len(gens), "generation"), plural(objects, "object"), FormatBytes(bytes))
+		tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
+		fmt.Fprintf(tw, "  SEQ\tGENERATION\tOBJECTS\tBYTES\tREASON\n")
+		for _, g := range gens {
+			seq := "-"
+			if g.Seq != 0 {
+				seq = strconv.FormatUint(g.Seq, 10)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", seq, g.Generation, g.Objects, FormatBytes(g.Bytes), g.Reason)
+		}
+		tw.Flush()
+	}
+	section("kept", r.Kept)
+	section(verb+" (superseded)", r.Deleted)
+	section(verb+" (orphans)", r.Orphans)
+	if r.DryRun {
+		ew.printf("\nobjects to delete: %d, %s\n", r.Planned, FormatBytes(r.BytesDeleted))
+		ew.printf("expired pins to drop: %d\n", r.PinsDropped)
+	} else {
+		ew.printf("\nobjects deleted: %d of %d planned, %s\n", r.ObjectsDeleted, r.Planned, FormatBytes(r.BytesDeleted))
+		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
+	}
+	if !r.Horizon.IsZero() {
+		ew.printf("gc horizon: %s\n", r.Horizon.UTC().Format(time.RFC3339))
+	}
+	ew.printf("requests: %s\n", r.Requests)
+	for _, n := range r.Notes {
+		ew.printf("note: %s\n", n)
+	}
+	return ew.err
+}
+
+// FormatBytes formats a byte count with binary units: "0 B", "1.5 KiB".
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }

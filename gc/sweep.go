@@ -1,0 +1,147 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// leaseDir is the key prefix of leases; epoch locks live below
+// _lease/<name>/.
+const leaseDir = lease.Dir
+
+// MinEpochAge is the least age of a lease epoch the collector removes. A
+// deleted epoch key can be created again by a client that stalled for
+// longer than this, so it is long (see lease.CleanupEpochs).
+const MinEpochAge = time.Hour
+
+// readBackTimeout bounds the pointer read that settles an ambiguous horizon
+// write; it runs even when the caller's context is done.
+const readBackTimeout = 30 * time.Second
+
+// publishHorizon moves the pointer's gc_horizon to the plan's cutoff with a
+// compare-and-swap against the pointer the plan was made from. It returns
+// false, and no error, when the pointer changed meanwhile: the caller plans
+// again, because a generation the plan took for an orphan may have been
+// committed.
+func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
+	next := *p.ptr
+	next.GCHorizon = p.cutoff
+	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
+	if werr == nil {
+		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq)
+		return true, nil
+	}
+	// The write may have landed even though it reported an error (a lost
+	// response). Read back to find out.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	got, _, rerr := pointer.Read(rctx, r.s)
+	switch {
+	case rerr != nil:
+		return false, fmt.Errorf("gc: publish horizon: %w (and reading %s back failed: %v)", werr, pointer.Key, rerr)
+	case got.WriteID == next.WriteID:
+		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq, "resolved", werr)
+		return true, nil
+	case got.WriteID != p.ptr.WriteID,
+		errors.Is(werr, store.ErrPrecondition), errors.Is(werr, store.ErrConflict):
+		return false, nil
+	}
+	return false, fmt.Errorf("gc: publish horizon: %w", werr)
+}
+
+// sweep deletes the plan's keys in batches, renewing the lease before each.
+func (r *runner) sweep(ctx context.Context, p *plan) error {
+	total := len(p.del)
+	for start, n := 0, 1; start < total; start, n = start+store.MaxDeleteBatch, n+1 {
+		batch := p.del[start:min(start+store.MaxDeleteBatch, total)]
+		if err := r.renew(ctx, fmt.Sprintf("delete batch %d", n)); err != nil {
+			return err
+		}
+		keys := make([]string, len(batch))
+		var bytes int64
+		for i, o := range batch {
+			keys[i] = o.Key
+			bytes += max(o.Size, 0)
+		}
+		if err := r.s.DeleteMany(ctx, keys); err != nil {
+			return fmt.Errorf("gc: delete batch %d (%d keys from %q): %w", n, len(keys), keys[0], err)
+		}
+		r.rep.ObjectsDeleted += len(batch)
+		r.rep.BytesDeleted += bytes
+		r.log.Debug("gc: deleted batch", "batch", n, "keys", len(keys), "deleted", r.rep.ObjectsDeleted, "total", total)
+		if r.o.Progress != nil {
+			r.o.Progress(r.rep.ObjectsDeleted, total)
+		}
+	}
+	if total > 0 {
+		r.log.Info("gc: collected", "generations", len(p.deleted), "orphans", len(p.orphans), "objects", r.rep.ObjectsDeleted, "bytes", r.rep.BytesDeleted)
+	}
+	return nil
+}
+
+// dropPins deletes expired pins.
+func (r *runner) dropPins(ctx context.Context, keys []string) error {
+	for start, n := 0, 1; start < len(keys); start, n = start+store.MaxDeleteBatch, n+1 {
+		batch := keys[start:min(start+store.MaxDeleteBatch, len(keys))]
+		if err := r.renew(ctx, "dropping expired pins"); err != nil {
+			return err
+		}
+		if err := r.s.DeleteMany(ctx, batch); err != nil {
+			return fmt.Errorf("gc: drop expired pins: %w", err)
+		}
+		r.rep.PinsDropped += len(batch)
+	}
+	return nil
+}
+
+// cleanupEpochs removes the long-ended epochs of every epoch lock
+// (_lease/<name>/<epoch>): those last written more than the larger of
+// OrphanAge and MinEpochAge ago. lease.CleanupEpochs keeps each lock's
+// latest epoch, so that epochs never repeat.
+func (r *runner) cleanupEpochs(ctx context.Context) error {
+	var names []string
+	for o, err := range store.List(ctx, r.s, leaseDir, "/", "") {
+		if err != nil {
+			return fmt.Errorf("gc: list %s: %w", leaseDir, err)
+		}
+		if name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, leaseDir), "/"); ok && lease.CheckName(name) == nil {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		if err := r.renew(ctx, "removing old epochs of "+name); err != nil {
+			return err
+		}
+		n, err := lease.CleanupEpochs(ctx, r.s, name, max(r.o.OrphanAge, MinEpochAge))
+		r.rep.EpochsDropped += n
+		if err != nil {
+			return fmt.Errorf("gc: remove old epochs of lease %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// fill records the plan in the report.
+func (p *plan) fill(rep *Report) {
+	rep.Kept, rep.Deleted, rep.Orphans = p.kept, p.deleted, p.orphans
+	rep.Horizon = p.horizon
+	rep.Planned = len(p.del)
+	rep.Notes = append(rep.Notes, p.notes...)
+	if p.ptr != nil {
+		rep.Seq, rep.Generation = p.ptr.Seq, p.ptr.Generation
+	}
+	if rep.DryRun {
+		rep.ObjectsDeleted = len(p.del)
+		for _, o := range p.del {
+			rep.BytesDeleted += max(o.Size, 0)
+		}
+		rep.PinsDropped = len(p.expiredPins)
+	}
+}
