@@ -93,7 +93,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
-			next.GCHorizon, next.Fence = cur.GCHorizon, max(cur.Fence, opts.Fence)
+			next.GCHorizon, next.GCFloor, next.Fence = cur.GCHorizon, cur.GCFloor, max(cur.Fence, opts.Fence)
 		} else {
 			next.Fence = opts.Fence
 		}
@@ -196,8 +196,8 @@ func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint
 	return "", fmt.Errorf("%w: seq %d is not in the history", ErrNotFound, seq)
 }
 
-// guard applies the collector-horizon and fencing checks against the
-// newest pointer seen.
+// guard applies the collector-horizon, fencing and collector-floor checks
+// against the newest pointer seen.
 func (tx *Tx) guard(cur *pointer.Pointer, fence uint64) error {
 	if cur == nil {
 		return nil
@@ -208,6 +208,10 @@ func (tx *Tx) guard(cur *pointer.Pointer, fence uint64) error {
 	}
 	if cur.Fence > fence {
 		return &FencedError{Mine: fence, Committed: cur.Fence}
+	}
+	if tx.refSeq != 0 && tx.refSeq < cur.GCFloor {
+		return fmt.Errorf("%w: generation %s references objects of seq %d, below the collector's floor %d",
+			ErrStale, tx.gen, tx.refSeq, cur.GCFloor)
 	}
 	return nil
 }

@@ -577,3 +577,45 @@ func TestUpdateDataset(t *testing.T) {
 		assert.EqualValues(t, 1+workers*incs, snap.Seq())
 	})
 }
+
+// TestRollbackBelowFloor: a rollback references an older generation's
+// objects. It commits while that generation is retained, and is refused
+// once the collector's floor has passed it.
+func TestRollbackBelowFloor(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			d := commit.New(s)
+			for i := range 3 {
+				_, err := publish(t, d, map[string]string{"x": strconv.Itoa(i + 1)}, commit.CommitOptions{})
+				require.NoError(t, err)
+			}
+			rollback := func() (*pointer.Pointer, error) {
+				old, err := d.OpenAt(ctx, "1")
+				require.NoError(t, err)
+				tx, err := d.Begin(ctx)
+				require.NoError(t, err)
+				tx.KeepFrom(old)
+				return tx.Commit(ctx, commit.CommitOptions{Message: "rollback to 1"})
+			}
+			p, err := rollback()
+			require.NoError(t, err)
+			assert.EqualValues(t, 4, p.Seq)
+			b, err := checkComplete(t, d).ReadFile(ctx, "x")
+			require.NoError(t, err)
+			assert.Equal(t, "1", string(b))
+
+			// What the collector publishes before deleting seq 1 and 2.
+			cur, attrs, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			cur.GCFloor = 3
+			_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+			require.NoError(t, err)
+			_, err = rollback()
+			require.ErrorIs(t, err, commit.ErrStale)
+			assert.Contains(t, err.Error(), "floor")
+			assert.EqualValues(t, 4, checkComplete(t, d).Seq(), "the refused rollback changed nothing")
+		})
+	}
+}

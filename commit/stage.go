@@ -40,6 +40,9 @@ type Tx struct {
 	reused  int
 	done    bool
 	winner  string // set when the commit is proven lost
+	// refSeq is the lowest seq of a non-base generation whose files this
+	// Tx references (KeepFrom), or 0.
+	refSeq uint64
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -128,6 +131,22 @@ func (tx *Tx) KeepAll(ctx context.Context) error {
 		tx.entries[e.Path] = e
 	}
 	return nil
+}
+
+// KeepFrom carries every file of another snapshot of the same dataset into
+// this generation, by reference, replacing what was staged at the same
+// paths. It is how a rollback re-publishes a retained generation. The
+// commit is refused with ErrStale if, by then, the collector's floor has
+// passed that snapshot's seq: its objects may be gone.
+func (tx *Tx) KeepFrom(snap *Snapshot) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for _, e := range snap.Files() {
+		tx.entries[e.Path] = e
+	}
+	if tx.refSeq == 0 || snap.Seq() < tx.refSeq {
+		tx.refSeq = snap.Seq()
+	}
 }
 
 // Remove drops a path from the generation being staged.

@@ -20,8 +20,12 @@
 //     object is older than OrphanAge.
 //  6. Before deleting orphans, move the pointer's gc_horizon forward with a
 //     compare-and-swap, so that a writer that stalled past the horizon can
-//     no longer commit what the collector removes. If a commit lands
-//     meanwhile, the CAS fails and the collector plans again.
+//     no longer commit what the collector removes. Before deleting chain
+//     generations, publish in the same way the pointer's gc_floor: the
+//     lowest seq still retained as a window from the current generation,
+//     so that no rollback can commit a reference to a generation being
+//     removed. If a commit lands meanwhile, the CAS fails and the
+//     collector plans again.
 //  7. Delete the unmarked keys of the candidates with DeleteMany, at most
 //     1000 keys per request, each generation's manifest after its data
 //     objects, renewing the lease before every request.
@@ -35,7 +39,8 @@
 //     less than Grace ago, or one with an unexpired pin (I4).
 //   - The pointer never ends up naming a generation with a missing object
 //     (I1): a writer whose staged objects may have been removed is refused
-//     by the gc_horizon guard of the commit protocol (I6).
+//     by the gc_horizon guard of the commit protocol, and a rollback to a
+//     generation below gc_floor by the floor guard (I6).
 //   - The objects of a lost, aborted or crashed writer are gone after
 //     OrphanAge plus one collection (I7).
 //   - Every age is judged by the store's clock (Last-Modified against the

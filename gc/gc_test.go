@@ -37,11 +37,12 @@ func TestCollectsSuperseded(t *testing.T) {
 			publish(t, d, false, files(3, fmt.Sprint("gen", i)))
 		}
 		want := referenced(t, d, 1)
-		_, before, err := pointer.Read(ctx, s)
-		require.NoError(t, err)
 
 		rep, err := gc.Run(ctx, s, strict())
 		require.NoError(t, err)
+		published, before, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, published.GCFloor, "the floor is published before seq 1-3 go")
 		assert.Len(t, rep.Deleted, 3)
 		assert.Empty(t, rep.Orphans)
 		assert.Len(t, rep.Kept, 2)
@@ -72,7 +73,7 @@ func TestCollectsSuperseded(t *testing.T) {
 		assert.Equal(t, 2, n)
 
 		// Idempotent: nothing left to do, and the pointer is untouched
-		// (no orphans, so no horizon).
+		// (no orphans, so no horizon; the floor is already published).
 		rep, err = gc.Run(ctx, s, strict())
 		require.NoError(t, err)
 		assert.Zero(t, rep.ObjectsDeleted)
@@ -94,11 +95,12 @@ func TestSharedKeys(t *testing.T) {
 		publish(t, d, true, map[string]string{"a": "a2"})
 		publish(t, d, true, map[string]string{"b": "b3"})
 		p4 := publish(t, d, true, map[string]string{"a": "a4"})
-		_, before, err := pointer.Read(ctx, s)
-		require.NoError(t, err)
 
 		rep, err := gc.Run(ctx, s, strict())
 		require.NoError(t, err)
+		after1, before, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, after1.GCFloor, "the floor is published before generations 1 and 2 go")
 		if !assert.Len(t, rep.Deleted, 2, "generations 1 and 2") {
 			var b strings.Builder
 			rep.WriteText(&b)

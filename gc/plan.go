@@ -58,6 +58,10 @@ type plan struct {
 	needHorizon bool
 	// horizon is the pointer's gc_horizon once the plan is carried out.
 	horizon time.Time
+	// floor is the lowest seq of the chain retained as a window from the
+	// current generation; published as the pointer's gc_floor before a
+	// chain generation is deleted, so that no rollback can reference it.
+	floor uint64
 
 	kept, deleted, orphans []GenInfo
 	// del is every key to delete, in order: generation by generation,
@@ -126,6 +130,9 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 			continue
 		}
 		retained[gen] = keptGen{reason, mi.m}
+		if p.floor == 0 || p.floor == mi.m.Seq+1 {
+			p.floor = mi.m.Seq // still contiguous from the current generation
+		}
 	}
 	for _, gen := range slices.Sorted(maps.Keys(pinned)) {
 		if _, ok := retained[gen]; ok {
@@ -251,6 +258,9 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	if len(p.orphans) > 0 && ptr.GCHorizon.Before(p.cutoff) {
 		p.needHorizon = true
 		p.horizon = p.cutoff
+	}
+	if len(p.deleted) > 0 && ptr.GCFloor < p.floor {
+		p.needHorizon = true
 	}
 	return p, nil
 }

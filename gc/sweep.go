@@ -32,7 +32,8 @@ const readBackTimeout = 30 * time.Second
 // committed.
 func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 	next := *p.ptr
-	next.GCHorizon = p.cutoff
+	next.GCHorizon = p.horizon
+	next.GCFloor = max(p.ptr.GCFloor, p.floor)
 	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
 	if werr == nil {
 		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq)

@@ -56,6 +56,11 @@ type Pointer struct {
 	// orphans: a generation whose staging started at or before it may have
 	// lost objects and can no longer be committed.
 	GCHorizon time.Time `json:"gc_horizon,omitzero"`
+	// GCFloor is the lowest seq of the chain the collector still retains
+	// as a window from the current generation. Generations below it may be
+	// collected, so a commit that references their objects (a rollback)
+	// is refused.
+	GCFloor uint64 `json:"gc_floor,omitempty"`
 
 	// Informational.
 	CommittedAt time.Time         `json:"committed_at,omitzero"`

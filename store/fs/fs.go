@@ -438,6 +438,9 @@ func (s *Store) delete(ctx context.Context, key string, opts store.DeleteOptions
 	}
 	if err == nil {
 		err = syncDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil // a concurrent delete pruned the emptied directory
+		}
 	}
 	unlock()
 	if err != nil {

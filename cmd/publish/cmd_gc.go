@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commitptr/commitptr/gc"
+)
+
+type gcOptions struct {
+	*globalOptions
+	URL       string
+	DryRun    bool
+	Keep      int
+	Grace     time.Duration
+	OrphanAge time.Duration
+	LeaseTTL  time.Duration
+}
+
+func newGCCommand(g *globalOptions) *cobra.Command {
+	opts := gcOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "gc URL",
+		Short: "Remove superseded and orphaned generations and expired pins",
+		Long: `Gc runs one collection of the dataset at URL, under the lease "gc", so only
+one collector works at a time; if another holds it, gc exits with status 4
+and says who.
+
+It keeps the current generation, the last --keep ancestors, ancestors
+superseded less than --grace ago, and pinned generations, and never deletes
+an object any of them references. It deletes the other generations of the
+history, and orphans: generations never committed (lost races, crashed or
+interrupted writers) whose newest object is older than --orphan-age. Before
+deleting orphans it moves the pointer's gc_horizon forward, so that a writer
+that stalled longer than --orphan-age cannot commit a generation whose
+objects may be gone (it fails with status 6 instead). All ages are judged by
+the store's clock.
+
+If the pointer or a manifest is corrupt or unreadable, gc deletes nothing.
+--dry-run prints the plan and writes nothing but the collector's lease.
+See docs/OPERATIONS.md for choosing --grace and --orphan-age.` + exitStatus(exitOK, exitError, exitUsage, exitHeld, exitFenced, exitInterrupted) + `
+  (6 when the collector lost its lease mid-run; the next run finishes)`,
+		Example: `  publish gc --dry-run s3://bucket/daily
+  publish gc --keep 7 --grace 2h --orphan-age 48h s3://bucket/daily`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL = args[0]
+			return runGC(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan; delete nothing")
+	f.IntVar(&opts.Keep, "keep", gc.DefaultKeep, "ancestors of the current generation to keep")
+	f.DurationVar(&opts.Grace, "grace", gc.DefaultGrace, "keep ancestors superseded less than this long ago, for readers still on them")
+	f.DurationVar(&opts.OrphanAge, "orphan-age", gc.DefaultOrphanAge, "collect uncommitted generations only when their newest object is older than this; longer than any put takes")
+	f.DurationVar(&opts.LeaseTTL, "lease-ttl", gc.DefaultLeaseTTL, "TTL of the collector's lease")
+	return cmd
+}
+
+func runGC(ctx context.Context, opts gcOptions, stdout, stderr io.Writer) error {
+	if opts.Keep < 0 || opts.Grace < 0 || opts.OrphanAge < 0 || opts.LeaseTTL <= 0 {
+		return usagef("--keep, --grace and --orphan-age must not be negative, --lease-ttl must be positive")
+	}
+	s, err := opts.openStore(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	var (
+		mu      sync.Mutex
+		bar     *progress
+		started bool
+		last    int
+	)
+	gopts := gc.Options{
+		Keep:      zeroToNone(opts.Keep),
+		Grace:     zeroToNone(opts.Grace),
+		OrphanAge: zeroToNone(opts.OrphanAge),
+		DryRun:    opts.DryRun,
+		LeaseTTL:  opts.LeaseTTL,
+		Logger:    opts.log(),
+		Progress: func(deleted, total int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !started {
+				started = true
+				bar = newProgress(stderr, opts.globalOptions, int64(total), "deleting", false)
+			}
+			bar.Add(int64(deleted - last))
+			last = deleted
+		},
+	}
+	rep, err := gc.Run(ctx, s, gopts)
+	if bar != nil {
+		bar.Finish()
+	}
+	if rep != nil {
+		if opts.JSON {
+			if werr := writeJSON(stdout, rep); werr != nil && err == nil {
+				err = werr
+			}
+		} else if werr := rep.WriteText(stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("gc %s: %w", redact(opts.URL), err)
+	}
+	return nil
+}
+
+// zeroToNone maps the CLI's 0 ("none") to the gc package's negative
+// values; the package reads 0 as "the default".
+func zeroToNone[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}

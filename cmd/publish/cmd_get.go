@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+)
+
+type getOptions struct {
+	*globalOptions
+	URL, Dest   string
+	Ref         refFlags
+	Force       bool
+	Concurrency int
+}
+
+func (o *getOptions) AddFlags(cmd *cobra.Command) {
+	o.Ref.AddFlags(cmd)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "replace DEST even if it is not empty (its old content is removed)")
+	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads")
+}
+
+func newGetCommand(g *globalOptions) *cobra.Command {
+	opts := getOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "get URL DEST",
+		Short: "Download one snapshot into a directory, atomically",
+		Long: `Get downloads the current snapshot of the dataset at URL (or the retained one
+that --seq or --gen names) into the directory DEST.
+
+The files go to a temporary directory beside DEST (.DEST.publish-get-*),
+each verified against the size and sha256 in the manifest, and fsynced. Only
+when every file is good is the directory renamed to DEST, so DEST holds
+either a complete, verified snapshot or what it held before. Nothing is ever
+written outside DEST and its temporary sibling: every path is validated, the
+files are created through a handle that cannot leave the temporary directory,
+and a DEST that is a symbolic link is refused.
+
+DEST must be an empty directory, or not exist in a directory that does.
+With --force a non-empty DEST is replaced, atomically where the kernel
+supports it (renameat2 RENAME_EXCHANGE), and its old content removed.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
+		Example: `  publish get s3://bucket/daily ./daily
+  publish get --seq 41 s3://bucket/daily ./daily-41
+  publish get --force file:///srv/datasets/app /srv/app/current`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL, opts.Dest = args[0], args[1]
+			return runGet(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+type getResult struct {
+	Seq        uint64 `json:"seq"`
+	Generation string `json:"generation"`
+	Files      int    `json:"files"`
+	Bytes      int64  `json:"bytes"`
+	Dest       string `json:"dest"`
+}
+
+func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) error {
+	ref, err := opts.Ref.ref()
+	if err != nil {
+		return err
+	}
+	if opts.Concurrency < 1 {
+		return usagef("--concurrency must be at least 1")
+	}
+	dest, err := filepath.Abs(opts.Dest)
+	if err != nil {
+		return fmt.Errorf("DEST %s: %w", opts.Dest, err)
+	}
+	replace, err := checkDest(dest, opts.Force)
+	if err != nil {
+		return err
+	}
+	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency))
+	if err != nil {
+		return err
+	}
+	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	if err != nil {
+		return err
+	}
+
+	parent := filepath.Dir(dest)
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".publish-get-*")
+	if err != nil {
+		return fmt.Errorf("DEST %s: create a temporary directory beside it: %w", dest, unwrapPathError(err))
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := download(ctx, opts, snap, tmp, stderr); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "publish: interrupted; removed the partial download %s\n", tmp)
+		}
+		return describe(opts.URL, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := moveInto(tmp, dest, replace); err != nil {
+		return err
+	}
+	renamed = true
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+
+	res := getResult{Seq: snap.Seq(), Generation: snap.Generation(), Files: len(snap.Files()), Bytes: snap.Manifest.TotalSize(), Dest: dest}
+	if opts.JSON {
+		return writeJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "got seq %d generation %s: %d files, %s into %s\n", res.Seq, res.Generation, res.Files, humanBytes(res.Bytes), dest)
+	return nil
+}
+
+// checkDest decides whether DEST can be written, and whether an existing
+// DEST is to be replaced.
+func checkDest(dest string, force bool) (replace bool, err error) {
+	fi, err := os.Lstat(dest)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if _, err := os.Stat(filepath.Dir(dest)); err != nil {
+			return false, fmt.Errorf("DEST %s: parent directory: %w", dest, unwrapPathError(err))
+		}
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return false, fmt.Errorf("DEST %s is a symbolic link; refusing to follow it (name the target directory instead)", dest)
+	case !fi.IsDir():
+		if !force {
+			return false, fmt.Errorf("DEST %s exists and is not a directory (use --force to replace it)", dest)
+		}
+		return true, nil
+	}
+	entries, err := os.ReadDir(dest)
+	if err != nil {
+		return false, fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
+	}
+	if len(entries) > 0 {
+		if !force {
+			return false, fmt.Errorf("DEST %s is not empty (use --force to replace it)", dest)
+		}
+		return true, nil
+	}
+	return false, nil // an empty directory: rename(2) replaces it
+}
+
+// download writes every file of the snapshot below dir, verified. Files are
+// created through an os.Root, which refuses any path that would leave dir,
+// also through symbolic links.
+func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, dir string, stderr io.Writer) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, e := range snap.Files() {
+		// The manifest was validated when it was read; check again here,
+		// where paths turn into file names.
+		if err := generation.CheckPath(e.Path); err != nil {
+			return err
+		}
+	}
+	bar := newProgress(stderr, opts.globalOptions, snap.Manifest.TotalSize(), "downloading", true)
+	defer bar.Finish()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	for _, e := range snap.Files() {
+		g.Go(func() error {
+			if err := getFile(gctx, root, snap, e); err != nil {
+				return err
+			}
+			bar.Add(e.Size)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e generation.Entry) error {
+	if d := path.Dir(e.Path); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create directory for %q: %w", e.Path, err)
+		}
+	}
+	f, err := root.OpenFile(e.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %q: %w", e.Path, err)
+	}
+	defer f.Close()
+	rc, err := snap.OpenEntry(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := io.Copy(f, rc); err != nil {
+		return fmt.Errorf("download %q (key %q): %w", e.Path, e.Key, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %q: %w", e.Path, err)
+	}
+	return f.Close()
+}
+
+// moveInto renames the complete download to dest. An existing dest is
+// swapped out atomically with RENAME_EXCHANGE and then removed; where the
+// kernel or file system lacks it, dest is renamed aside first.
+func moveInto(tmp, dest string, replace bool) error {
+	if !replace {
+		// rename(2) itself, not os.Rename, which refuses to replace even
+		// an empty directory.
+		if err := syscall.Rename(tmp, dest); err != nil {
+			return fmt.Errorf("DEST %s: %w", dest, err)
+		}
+		return nil
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dest, unix.RENAME_EXCHANGE)
+	if err == nil {
+		// tmp now holds the old content.
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("remove the old content of %s (now at %s): %w", dest, tmp, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) {
+		return fmt.Errorf("DEST %s: replace: %w", dest, err)
+	}
+	old := tmp + ".old"
+	if err := os.Rename(dest, old); err != nil {
+		return fmt.Errorf("DEST %s: move aside: %w", dest, unwrapLinkError(err))
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		os.Rename(old, dest) //nolint:errcheck // best effort to put it back
+		return fmt.Errorf("DEST %s: %w", dest, unwrapLinkError(err))
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("remove the old content of %s (now at %s): %w", dest, old, err)
+	}
+	return nil
+}
+
+func unwrapLinkError(err error) error {
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

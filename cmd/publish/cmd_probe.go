@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+type probeOptions struct {
+	*globalOptions
+	URL string
+}
+
+func newProbeCommand(g *globalOptions) *cobra.Command {
+	opts := probeOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "probe URL",
+		Short: "Check that the store enforces conditional writes",
+		Long: `Probe proves that the store behind URL enforces the two conditions commitptr
+relies on. It creates a scratch object under _probe/, then sends a
+create-if-absent (If-None-Match: *) and a compare-and-swap with a stale ETag
+(If-Match), which must both be refused, and deletes the object again: four
+requests.
+
+Some S3-compatible stores accept these headers and silently ignore them;
+on such a store concurrent commits would overwrite each other. put runs this
+check before the first commit of a dataset and refuses to write if it fails.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted) + `
+  (1 also when the store does not enforce the conditions)`,
+		Example: `  publish probe s3://bucket
+  publish probe --endpoint https://s3.example.com --path-style s3://bucket/prefix`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL = args[0]
+			return runProbe(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	return cmd
+}
+
+func runProbe(ctx context.Context, opts probeOptions, stdout, _ io.Writer) error {
+	s, err := opts.openStore(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	if err := probeStore(ctx, s); err != nil {
+		return probeError(opts.URL, err)
+	}
+	if opts.JSON {
+		return writeJSON(stdout, map[string]any{"url": redact(opts.URL), "enforced": true})
+	}
+	fmt.Fprintf(stdout, "ok: %s enforces If-None-Match and If-Match\n", redact(opts.URL))
+	return nil
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/store"
+)
+
+type putOptions struct {
+	*globalOptions
+	Src, URL    string
+	Message     string
+	Meta        []string
+	Compress    string
+	Concurrency int
+	Lease       string
+	LeaseTTL    time.Duration
+	Wait        time.Duration
+	Probe       bool
+	Fence       uint64
+}
+
+func (o *putOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&o.Message, "message", "m", "", "commit message, kept in the pointer and the manifest")
+	f.StringArrayVar(&o.Meta, "meta", nil, "metadata `key=value` kept with the commit (repeatable)")
+	f.StringVar(&o.Compress, "compress", "none", "store data objects encoded: none or zstd (readers decode transparently)")
+	f.IntVar(&o.Concurrency, "concurrency", 16, "parallel uploads")
+	f.StringVar(&o.Lease, "lease", "", "commit fenced under the lease `NAME`: acquire it, and commit with its token")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "TTL of the lease taken with --lease; it is renewed every TTL/3")
+	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
+	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token (default: $COMMITPTR_FENCE, which 'publish run' sets)")
+	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
+}
+
+func newPutCommand(g *globalOptions) *cobra.Command {
+	opts := putOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "put SRC URL",
+		Short: "Publish a directory or a file as the dataset's next generation",
+		Long: `Put publishes SRC, a directory or a single file, as a new generation of the
+dataset at URL, and prints the new seq and generation.
+
+Files are staged under a fresh generation id, in parallel, computing each
+file's sha256 while it streams; then the manifest is written, and one
+conditional write of the pointer commits. Readers never see a partial
+generation. The publish is incremental: a file whose path, size and sha256
+match the current generation is referenced, not uploaded again. Files that
+are not in SRC are not in the new generation. Symbolic links and special
+files in SRC are refused, not followed. A single file is published under its
+base name.
+
+If another writer commits first, put deletes what it staged and exits with
+status 3. Retry it if your data should win, or let the winner stand.
+
+With --lease NAME, put acquires the lease (or fails with status 4), keeps it
+alive while staging, and commits with the lease's fencing token: a put that
+lost its lease, or whose token is below one that already committed, cannot
+commit (status 6). Under 'publish run', put commits with the token of run's
+lease, which run exports as COMMITPTR_FENCE (see --fence).
+
+The first commit of a dataset runs 'publish probe' first: put refuses to
+write to a store that ignores conditional writes. --probe checks on every
+put.
+
+Ctrl-C during put deletes the staged generation (within 30 s) and says so;
+if that fails, it says the objects are left for the collector's orphan sweep.
+Ctrl-C while the pointer is being written can end with status 5: the commit
+may have landed, and nothing is deleted.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
+		Example: `  publish put ./out s3://bucket/daily
+  publish put -m "nightly build" --meta commit=$GIT_SHA ./out file:///srv/datasets/app
+  publish put --lease nightly --compress zstd ./out s3://bucket/daily
+  publish put --endpoint http://127.0.0.1:9000 --path-style ./out s3://bucket/daily`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Src, opts.URL = args[0], args[1]
+			if !cmd.Flags().Changed("fence") {
+				opts.Fence = envFence()
+			}
+			return runPut(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+// putResult is what put reports.
+type putResult struct {
+	Seq        uint64 `json:"seq"`
+	Generation string `json:"generation"`
+	Parent     string `json:"parent,omitempty"`
+	Files      int    `json:"files"`
+	Reused     int    `json:"reused"`
+	Bytes      int64  `json:"bytes"`
+	Fence      uint64 `json:"fence,omitempty"`
+}
+
+type srcFile struct {
+	path  string // dataset path
+	local string
+	size  int64
+}
+
+func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) error {
+	meta, err := parseMeta(opts.Meta)
+	if err != nil {
+		return err
+	}
+	var compress bool
+	switch opts.Compress {
+	case "", "none":
+	case "zstd":
+		compress = true
+	default:
+		return usagef("--compress %q: want none or zstd", opts.Compress)
+	}
+	if opts.Concurrency < 1 {
+		return usagef("--concurrency must be at least 1")
+	}
+	// Look at SRC before touching the store: a bad SRC writes nothing.
+	files, err := collect(opts.Src)
+	if err != nil {
+		return err
+	}
+	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress))
+	if err != nil {
+		return err
+	}
+	s := d.Store()
+
+	fence := opts.Fence
+	var held *lease.Lease
+	if opts.Lease != "" {
+		if err := probeNewLease(ctx, s, opts.URL, opts.Lease); err != nil {
+			return err
+		}
+		held, err = acquireLease(ctx, s, opts.Lease, opts.LeaseTTL, opts.Wait, "")
+		if err != nil {
+			return err
+		}
+		defer releaseLease(held, opts.globalOptions)
+		held.KeepAlive(ctx)
+		fence = held.Token()
+		opts.log().Info("lease acquired", "name", opts.Lease, "token", fence)
+	}
+
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return describe(opts.URL, err)
+	}
+	if tx.Base() == nil || opts.Probe {
+		// No pointer yet: the first write to this dataset. Prove the
+		// store enforces the conditions everything else relies on.
+		if err := probeStore(ctx, s); err != nil {
+			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			return probeError(opts.URL, err)
+		}
+	}
+	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
+
+	if err := stage(ctx, opts, tx, files, stderr); err != nil {
+		return discardStaged(ctx, tx, err, stderr)
+	}
+	if held != nil && !held.Held() {
+		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
+	}
+	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence})
+	if err != nil {
+		if errors.Is(err, commit.ErrCommitUnknown) {
+			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "publish: interrupted while committing; staged generation %s was discarded\n", tx.Generation())
+		}
+		return describe(opts.URL, err)
+	}
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Fence: p.Fence}
+	for _, f := range files {
+		res.Bytes += f.size
+	}
+	if opts.JSON {
+		return writeJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused), %s\n",
+		res.Seq, res.Generation, res.Files, res.Reused, humanBytes(res.Bytes))
+	return nil
+}
+
+// stage uploads the files in parallel.
+func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, stderr io.Writer) error {
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	bar := newProgress(stderr, opts.globalOptions, total, "uploading", true)
+	defer bar.Finish()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	for _, f := range files {
+		g.Go(func() error {
+			if err := tx.PutFile(gctx, f.path, f.local); err != nil {
+				return err
+			}
+			bar.Add(f.size)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// discardStaged deletes a generation that will not be committed, on a
+// fresh context so that it also runs after Ctrl-C, and says what happened.
+func discardStaged(ctx context.Context, tx *commit.Tx, cause error, stderr io.Writer) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := tx.Discard(dctx)
+	interrupted := ctx.Err() != nil
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "publish: could not delete staged generation %s (%v); it is left for the collector's orphan sweep\n", tx.Generation(), err)
+	case interrupted:
+		fmt.Fprintf(stderr, "publish: interrupted; staged generation %s was discarded\n", tx.Generation())
+	}
+	return cause
+}
+
+// collect lists the files of SRC: every regular file below a directory, or
+// the file itself. Symbolic links and special files are refused.
+func collect(src string) ([]srcFile, error) {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		name := filepath.Base(src)
+		if err := generation.CheckPath(name); err != nil {
+			return nil, fmt.Errorf("SRC %s: %w", src, err)
+		}
+		return []srcFile{{path: name, local: src, size: fi.Size()}}, nil
+	case !fi.IsDir():
+		return nil, fmt.Errorf("SRC %s: not a directory or regular file (symbolic links are not followed)", src)
+	}
+	var files []srcFile
+	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+		}
+		if de.IsDir() {
+			return nil
+		}
+		if !de.Type().IsRegular() {
+			return fmt.Errorf("SRC %s: not a regular file (symbolic links are not followed)", p)
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if err := generation.CheckPath(rel); err != nil {
+			return fmt.Errorf("SRC %s: %w", p, err)
+		}
+		info, err := de.Info()
+		if err != nil {
+			return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+		}
+		files = append(files, srcFile{path: rel, local: p, size: info.Size()})
+		return nil
+	})
+	return files, err
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// parseMeta parses key=value pairs.
+func parseMeta(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--meta %q: want key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// probeStore runs store.Probe, trying again after errors other than a
+// proven lack of enforcement: the probe's scratch writes can meet transient
+// failures (S3-compatible servers on a file system can briefly refuse a
+// create while a concurrent delete removes its directory).
+func probeStore(ctx context.Context, s store.Store) error {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Duration(50*attempt) * time.Millisecond):
+			}
+		}
+		err = store.Probe(ctx, s)
+		if err == nil || errors.Is(err, store.ErrNotEnforced) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// probeError explains a failed probe.
+func probeError(rawURL string, err error) error {
+	if errors.Is(err, store.ErrNotEnforced) {
+		return fmt.Errorf("store %s does not enforce conditional writes, so commits could silently overwrite each other; refusing to write (see docs/OPERATIONS.md): %w", redact(rawURL), err)
+	}
+	return fmt.Errorf("probe %s: %w", redact(rawURL), err)
+}
+
+// envFence returns the fencing token 'publish run' exports, or 0.
+func envFence() uint64 {
+	n, _ := strconv.ParseUint(os.Getenv("COMMITPTR_FENCE"), 10, 64)
+	return n
+}

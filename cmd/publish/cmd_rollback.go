@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+)
+
+type rollbackOptions struct {
+	*globalOptions
+	URL         string
+	To          string
+	Message     string
+	Concurrency int
+}
+
+func newRollbackCommand(g *globalOptions) *cobra.Command {
+	opts := rollbackOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "rollback URL --to SEQ|GEN",
+		Short: "Commit a retained generation's files again, as a new generation",
+		Long: `Rollback makes a new commit whose files are those of a retained older
+generation, named by seq number or generation id. History is not rewritten:
+the new commit has the next seq, and the generations in between stay in the
+log until the collector removes them.
+
+Files that are identical in the current generation are carried over by
+reference; the others are copied from the older generation's objects,
+verified against their checksums on the way. The older generation must still
+be retained (see 'publish gc --keep/--grace' and 'publish pin').
+
+Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
+		Example: `  publish rollback s3://bucket/daily --to 41
+  publish rollback file:///srv/datasets/app --to 0190f0e4-7b7c-7c3e-9a4e-2f1d7a9c1b2e -m "bad release"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL = args[0]
+			return runRollback(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&opts.To, "to", "", "the seq number or generation id to roll back to (required)")
+	cmd.Flags().StringVarP(&opts.Message, "message", "m", "", "commit message (default: \"rollback to seq N\")")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 16, "parallel copies")
+	cmd.MarkFlagRequired("to") //nolint:errcheck // the flag exists
+	return cmd
+}
+
+func runRollback(ctx context.Context, opts rollbackOptions, stdout, stderr io.Writer) error {
+	if _, err := strconv.ParseUint(opts.To, 10, 64); err != nil && generation.Valid(opts.To) != nil {
+		return usagef("--to %q is neither a seq number nor a generation id", opts.To)
+	}
+	if opts.Concurrency < 1 {
+		return usagef("--concurrency must be at least 1")
+	}
+	d, err := opts.openDataset(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	target, err := openSnapshot(ctx, d, opts.URL, opts.To)
+	if err != nil {
+		return err
+	}
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return describe(opts.URL, err)
+	}
+	copied, err := rollbackStage(ctx, opts, tx, target, stderr)
+	if err != nil {
+		return discardStaged(ctx, tx, describe(opts.URL, err), stderr)
+	}
+	msg := opts.Message
+	if msg == "" {
+		msg = fmt.Sprintf("rollback to seq %d", target.Seq())
+	}
+	p, err := tx.Commit(ctx, commit.CommitOptions{
+		Message: msg,
+		Meta:    map[string]string{"rollback-to-seq": strconv.FormatUint(target.Seq(), 10), "rollback-to-generation": target.Generation()},
+	})
+	if err != nil {
+		if errors.Is(err, commit.ErrCommitUnknown) {
+			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
+		}
+		return describe(opts.URL, err)
+	}
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(target.Files()), Bytes: target.Manifest.TotalSize(), Fence: p.Fence}
+	res.Reused = res.Files - copied
+	if opts.JSON {
+		return writeJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "committed seq %d generation %s: the files of seq %d (%d files, %s; %d copied)\n",
+		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes), res.Files-res.Reused)
+	return nil
+}
+
+// rollbackStage makes the Tx hold exactly the target's files: identical
+// files of the base by reference, the others copied.
+func rollbackStage(ctx context.Context, opts rollbackOptions, tx *commit.Tx, target *commit.Snapshot, stderr io.Writer) (copied int, err error) {
+	if err := tx.KeepAll(ctx); err != nil {
+		return 0, err
+	}
+	base := &generation.Manifest{}
+	if b, err := tx.BaseSnapshot(ctx); err == nil {
+		base = b.Manifest
+	}
+	want := map[string]bool{}
+	var copies []generation.Entry
+	var total int64
+	for _, e := range target.Files() {
+		want[e.Path] = true
+		if old, ok := base.Find(e.Path); ok && old.SHA256 == e.SHA256 && old.Size == e.Size {
+			continue
+		}
+		copies = append(copies, e)
+		total += e.Size
+	}
+	for _, p := range tx.Files() {
+		if !want[p] {
+			tx.Remove(p)
+		}
+	}
+	bar := newProgress(stderr, opts.globalOptions, total, "copying", true)
+	defer bar.Finish()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	for _, e := range copies {
+		g.Go(func() error {
+			rc, err := target.OpenEntry(gctx, e)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			if err := tx.Put(gctx, e.Path, rc, e.Size); err != nil {
+				return err
+			}
+			bar.Add(e.Size)
+			return nil
+		})
+	}
+	return len(copies), g.Wait()
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	_ "github.com/commitptr/commitptr/store/fs"    // registers file://
+	_ "github.com/commitptr/commitptr/store/mem"   // registers mem://
+	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
+	_ "github.com/commitptr/commitptr/store/s3"    // registers s3://
+)
+
+// globalOptions are the flags every command takes.
+type globalOptions struct {
+	Endpoint  string
+	Region    string
+	Profile   string
+	PathStyle bool
+	JSON      bool
+	Verbose   int
+
+	// logger is built from Verbose before a command runs.
+	logger *slog.Logger
+}
+
+// AddFlags registers the global flags.
+func (g *globalOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&g.Endpoint, "endpoint", "", "S3 endpoint URL for S3-compatible servers (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, or AWS)")
+	f.StringVar(&g.Region, "region", "", "S3 region (default: $AWS_REGION or the profile's region)")
+	f.StringVar(&g.Profile, "profile", "", "AWS shared-config profile (default: $AWS_PROFILE)")
+	f.BoolVar(&g.PathStyle, "path-style", false, "address buckets as ENDPOINT/BUCKET, as most S3-compatible servers need")
+	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
+	f.CountVarP(&g.Verbose, "verbose", "v", "log to stderr (-v info, -vv debug)")
+}
+
+// log returns the logger: warnings only, info with -v, debug with -vv.
+func (g *globalOptions) log() *slog.Logger {
+	if g.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.logger
+}
+
+func (g *globalOptions) initLogger(stderr io.Writer) {
+	level := slog.LevelWarn
+	switch {
+	case g.Verbose >= 2:
+		level = slog.LevelDebug
+	case g.Verbose == 1:
+		level = slog.LevelInfo
+	}
+	g.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// openStore opens the store a URL names. A URL that cannot be parsed or
+// names an unknown scheme is a usage error. Credentials come from the AWS
+// chain only and never appear in messages: the drivers refuse URLs with
+// user information.
+func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Store, error) {
+	u, err := store.ParseURL(rawURL)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	if !slices.Contains(store.Schemes(), u.Scheme) {
+		return nil, usagef("unknown URL scheme %q in %q (known: %s)", u.Scheme, u.Redacted(), strings.Join(store.Schemes(), ", "))
+	}
+	s, err := store.Open(ctx, rawURL, store.Config{
+		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: g.PathStyle,
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
+			return nil, fmt.Errorf("open %s: %w", u.Redacted(), err)
+		}
+		return nil, &usageError{fmt.Errorf("open %s: %w", u.Redacted(), err)}
+	}
+	g.log().Debug("opened store", "url", u.Redacted())
+	return s, nil
+}
+
+// openDataset opens the dataset at a URL.
+func (g *globalOptions) openDataset(ctx context.Context, rawURL string, opts ...commit.Option) (*commit.Dataset, error) {
+	s, err := g.openStore(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return commit.New(s, append([]commit.Option{commit.WithLogger(g.log())}, opts...)...), nil
+}
+
+// redact returns the URL for messages, without user information.
+func redact(rawURL string) string {
+	u, err := store.ParseURL(rawURL)
+	if err != nil {
+		return "(bad URL)"
+	}
+	return u.Redacted()
+}
+
+// describe adds the dataset URL and, for a corrupt pointer, its key, to an
+// error from reading a dataset.
+func describe(rawURL string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, pointer.ErrCorrupt):
+		return fmt.Errorf("dataset %s: pointer %q: %w (nothing was changed)", redact(rawURL), pointer.Key, err)
+	case errors.Is(err, generation.ErrCorrupt):
+		return fmt.Errorf("dataset %s: %w (nothing was changed)", redact(rawURL), err)
+	case errors.Is(err, commit.ErrNoCommits):
+		return fmt.Errorf("dataset %s: %w", redact(rawURL), err)
+	}
+	return fmt.Errorf("dataset %s: %w", redact(rawURL), err)
+}
+
+// refFlags select a snapshot: the current one, or an older retained one by
+// seq or generation.
+type refFlags struct {
+	Seq uint64
+	Gen string
+}
+
+func (r *refFlags) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().Uint64Var(&r.Seq, "seq", 0, "read the retained snapshot with this seq instead of the current one")
+	cmd.Flags().StringVar(&r.Gen, "gen", "", "read the retained snapshot of this generation instead of the current one")
+	cmd.MarkFlagsMutuallyExclusive("seq", "gen")
+}
+
+// ref returns the reference OpenAt takes, or "" for the current snapshot.
+func (r refFlags) ref() (string, error) {
+	switch {
+	case r.Seq != 0:
+		return fmt.Sprint(r.Seq), nil
+	case r.Gen != "":
+		if err := generation.Valid(r.Gen); err != nil {
+			return "", &usageError{err}
+		}
+		return r.Gen, nil
+	}
+	return "", nil
+}
+
+// openSnapshot opens the current snapshot, or the one ref names.
+func openSnapshot(ctx context.Context, d *commit.Dataset, rawURL, ref string) (*commit.Snapshot, error) {
+	var snap *commit.Snapshot
+	var err error
+	if ref == "" {
+		snap, err = d.Open(ctx)
+	} else {
+		snap, err = d.OpenAt(ctx, ref)
+	}
+	return snap, describe(rawURL, err)
+}
+
+// isTerminal reports whether w is a terminal, for progress bars.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// humanBytes formats a byte count with binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// splitDash splits positional args at "--": the ones before, and the
+// command after. Without "--", everything after the first n is the command.
+func splitDash(cmd *cobra.Command, args []string, n int) (before, command []string, err error) {
+	at := cmd.ArgsLenAtDash()
+	if at < 0 {
+		at = min(n, len(args))
+	}
+	before, command = args[:at], args[at:]
+	if len(command) == 0 {
+		return nil, nil, usagef("no command given after --")
+	}
+	return before, command, nil
+}

@@ -1,0 +1,138 @@
+// Command publish publishes directories to object stores atomically, reads
+// them back as consistent snapshots, and runs commands under leases.
+//
+// Every command is in a file of its own (cmd_<name>.go) with an options
+// struct and a runX(ctx, opts, stdout, stderr) function that does the work,
+// so tests can call commands directly and capture their output. main only
+// builds a signal-aware context, runs the command tree and maps the error to
+// an exit status (see exitCode).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/lease"
+)
+
+// Exit statuses. They are documented in every command's help and in
+// docs/cli.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitLost        = 3
+	exitHeld        = 4
+	exitUnknown     = 5
+	exitFenced      = 6
+	exitInterrupted = 130
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling, so that a
+		// second Ctrl-C ends the process even while it is cleaning up.
+		<-ctx.Done()
+		stop()
+	}()
+	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main runs the command line args and returns the exit status. Errors are
+// printed to stderr.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(ctx, err)
+	var ee *statusError
+	switch {
+	case errors.As(err, &ee) && ee.err == nil:
+		// The status of a child command: it has spoken for itself.
+	case code == exitUsage:
+		fmt.Fprintf(stderr, "publish: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+	default:
+		fmt.Fprintf(stderr, "publish: %v\n", err)
+	}
+	return code
+}
+
+// exitCode maps an error to the documented exit status. The more specific
+// outcome wins: an unknown commit outcome (5) over everything, since it
+// tells the caller to look before retrying; then lost races (3) and
+// fencing (6); then interruption (130), which also ends a wait for a held
+// lease (4).
+func exitCode(ctx context.Context, err error) int {
+	var ee *statusError
+	var ue *usageError
+	var re *runError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, commit.ErrCommitUnknown):
+		return exitUnknown
+	case errors.Is(err, commit.ErrConflict):
+		return exitLost
+	case errors.Is(err, commit.ErrFenced), errors.Is(err, commit.ErrStale), errors.Is(err, lease.ErrLost):
+		return exitFenced
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.Is(err, lease.ErrHeld):
+		return exitHeld
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &re):
+		return exitError
+	default:
+		// Not raised by a command's own code: cobra refused the command
+		// line (unknown command or flag, wrong number of arguments).
+		return exitUsage
+	}
+}
+
+// usageError marks a bad command line found by a command itself.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// runError marks an error returned by a command's RunE, as opposed to one
+// cobra raised while parsing the command line.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// statusError carries an exit status chosen by the command, such as the
+// status of the child process of run. With a nil err nothing is printed.
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e *statusError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *statusError) Unwrap() error { return e.err }

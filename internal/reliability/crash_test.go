@@ -1,0 +1,507 @@
+package reliability_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/store"
+	_ "github.com/commitptr/commitptr/store/fs" // registers file://
+	"github.com/commitptr/commitptr/store/s3"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// publishBin builds cmd/publish once per test binary.
+func publishBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "commitptr-crash-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "publish")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/publish").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build cmd/publish: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// crashTarget is where the crash trials publish: a dataset URL for the
+// CLI, and the same dataset as a store for verification.
+type crashTarget struct {
+	name  string
+	flags []string // global flags
+	env   []string
+	// dataset returns the URL and store of a fresh dataset.
+	dataset func(t *testing.T, name string) (string, store.Store)
+}
+
+func crashTargets(t *testing.T) []crashTarget {
+	fsTarget := crashTarget{name: "fs", dataset: func(t *testing.T, name string) (string, store.Store) {
+		dir := filepath.Join(t.TempDir(), name)
+		s, err := store.Open(context.Background(), dir, store.Config{})
+		require.NoError(t, err)
+		return "file://" + dir, s
+	}}
+	if !long() {
+		return []crashTarget{fsTarget}
+	}
+	srv := s3server.Shared(t)
+	bucket := srv.NewBucket(t)
+	s3Target := crashTarget{
+		name:  "s3",
+		flags: []string{"--endpoint", srv.Endpoint, "--path-style"},
+		env:   srv.Env(),
+		dataset: func(t *testing.T, name string) (string, store.Store) {
+			envOnce.Do(func() {
+				os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+				os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+				os.Setenv("AWS_REGION", srv.Region)
+			})
+			s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true})
+			require.NoError(t, err)
+			return "s3://" + bucket + "/" + name, store.WithPrefix(s, name+"/")
+		},
+	}
+	return []crashTarget{fsTarget, s3Target}
+}
+
+// crashTrials is the number of trials per command and target.
+func crashTrials() int {
+	if long() {
+		return 200
+	}
+	return 20
+}
+
+// proc is a started publish process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (tg crashTarget) start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(publishBin(t), append(slices.Clone(tg.flags), args...)...)
+	cmd.Env = append(os.Environ(), tg.env...)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.out, &p.out
+	require.NoError(t, cmd.Start())
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// killAfter SIGKILLs the process after d unless it exited first. It
+// reports whether the process was killed, and its exit code otherwise.
+func (p *proc) killAfter(d time.Duration) (killed bool, code int) {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return true, -1
+		}
+	}
+	return false, p.cmd.ProcessState.ExitCode()
+}
+
+// run runs a publish command to completion and returns its output.
+func (tg crashTarget) run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	p := tg.start(t, args...)
+	_, code := p.killAfter(2 * time.Minute)
+	return p.out.String(), code
+}
+
+// writeSrc writes a source directory for trial i: a few files that stay
+// the same across trials (so puts are incremental) and a few that change.
+func writeSrc(t *testing.T, dir string, i int) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	for k := range 6 {
+		files[fmt.Sprintf("stable/%d.bin", k)] = bytes.Repeat([]byte{byte('a' + k)}, 4096*(k+1))
+	}
+	for k := range 24 {
+		files[fmt.Sprintf("trial/%02d.txt", k)] = []byte(strings.Repeat(fmt.Sprintf("trial %d file %d\n", i, k), 100*(k+1)))
+	}
+	require.NoError(t, os.RemoveAll(dir))
+	for p, b := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, b, 0o644))
+	}
+	return files
+}
+
+// snapshotFiles reads every file of the current generation, verified
+// (I1), or returns nil if there is no commit.
+func snapshotFiles(t *testing.T, s store.Store) (*commit.Snapshot, map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := commit.New(s).Open(ctx)
+	if errors.Is(err, commit.ErrNoCommits) {
+		return nil, nil
+	}
+	require.NoError(t, err, "I1: the pointer resolves")
+	files := map[string][]byte{}
+	for _, e := range snap.Files() {
+		b, err := snap.ReadFile(ctx, e.Path)
+		require.NoError(t, err, "I1: %q of generation %s", e.Path, snap.Generation())
+		files[e.Path] = b
+	}
+	return snap, files
+}
+
+// checkAfterPut asserts I1 and I2 after a put that may have been killed:
+// the pointer is where it was, or one commit further and holding exactly
+// the source files.
+func checkAfterPut(t *testing.T, s store.Store, before *commit.Snapshot, src map[string][]byte, completed bool) (committed bool) {
+	t.Helper()
+	snap, files := snapshotFiles(t, s)
+	require.NotNil(t, snap, "I2: the pointer vanished")
+	switch {
+	case snap.Seq() == before.Seq():
+		require.Equal(t, before.Generation(), snap.Generation(), "I2: seq %d changed generation", snap.Seq())
+		require.False(t, completed, "I2: put exited 0 but its commit is not the pointer's value")
+		return false
+	case snap.Seq() == before.Seq()+1:
+		require.Equal(t, before.Generation(), snap.Manifest.Parent, "I2: the new generation is not built on the old")
+		require.Equal(t, len(src), len(files), "I1: the committed generation has the wrong files")
+		for p, b := range src {
+			require.True(t, bytes.Equal(b, files[p]), "I1: %q differs from the source", p)
+		}
+		return true
+	}
+	t.Fatalf("I2: pointer went from seq %d to %d after one put", before.Seq(), snap.Seq())
+	return false
+}
+
+// checkCollected asserts I7 after a collection that ran to completion
+// with --keep keep and no orphan age: every key left under _gen/ belongs
+// to, or is referenced by, a retained generation.
+func checkCollected(t *testing.T, s store.Store, keep int) {
+	t.Helper()
+	ctx := context.Background()
+	d := commit.New(s)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	marked := map[string]bool{}
+	n := 0
+	for m, err := range d.History(ctx, snap) {
+		if err != nil || n > keep {
+			break
+		}
+		n++
+		marked[m.Generation] = true
+		for _, k := range m.Keys() {
+			marked[k] = true
+		}
+	}
+	var left []string
+	for o, err := range store.List(ctx, s, generation.Dir, "", "") {
+		require.NoError(t, err)
+		if !marked[o.Key] && !marked[generation.FromKey(o.Key)] {
+			left = append(left, o.Key)
+		}
+	}
+	require.Empty(t, left, "I7: keys of lost, aborted or crashed writers survived a collection")
+}
+
+// fsTempFiles counts the fs driver's temp files under dir: writes a crash
+// interrupted. They are invisible to listings.
+func fsTempFiles(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "#tmp-") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// calibrate runs fn three times to completion and returns the median of
+// the durations it reports: kill delays are drawn from [0, 1.5 × that), so
+// most kills land mid-flight and some runs complete.
+func calibrate(fn func() time.Duration) time.Duration {
+	d := []time.Duration{fn(), fn(), fn()}
+	slices.Sort(d)
+	return max(d[1]*3/2, 20*time.Millisecond)
+}
+
+// TestCrashPut SIGKILLs 'publish put' at random points. After each trial
+// the pointer resolves completely (I1) and is either unchanged or the
+// put's complete generation (I2); after a final collection past
+// orphan-age nothing of the killed puts is left (I7).
+func TestCrashPut(t *testing.T) {
+	for _, tg := range crashTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			url, s := tg.dataset(t, "put")
+			srcDir := filepath.Join(t.TempDir(), "src")
+			writeSrc(t, srcDir, -1)
+			out, code := tg.run(t, "put", srcDir, url)
+			require.Zero(t, code, out)
+			rnd := rand.New(rand.NewPCG(seed(t, 11), 0))
+			cal := -2
+			window := calibrate(func() time.Duration {
+				writeSrc(t, srcDir, cal)
+				cal--
+				start := time.Now()
+				out, code := tg.run(t, "put", srcDir, url)
+				require.Zero(t, code, out)
+				return time.Since(start)
+			})
+			var killed, committed int
+			for i := range crashTrials() {
+				before, _ := snapshotFiles(t, s)
+				src := writeSrc(t, srcDir, i)
+				p := tg.start(t, "put", srcDir, url)
+				k, code := p.killAfter(time.Duration(rnd.Int64N(int64(window))))
+				if k {
+					killed++
+				} else {
+					require.Zero(t, code, "an unkilled put failed: %s", p.out.String())
+				}
+				if checkAfterPut(t, s, before, src, !k) {
+					committed++
+				}
+			}
+			out, code = tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
+			require.Zero(t, code, out)
+			checkCollected(t, s, 1)
+			tmp := ""
+			if tg.name == "fs" {
+				tmp = fmt.Sprintf("; fs temp files left by killed writes: %d", fsTempFiles(strings.TrimPrefix(url, "file://")))
+			}
+			t.Logf("CRASH put on %s: %d trials (kill window %s), %d killed, %d committed; I1 I2 I7 held%s",
+				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, tmp)
+		})
+	}
+}
+
+// TestCrashGC SIGKILLs 'publish gc' at random points while it collects
+// superseded generations and orphans, each trial on a fresh dataset. After
+// each trial the pointer is unchanged and resolves completely (I1, I2), and
+// so does the ancestor the collector keeps (I4). Every fourth trial, once
+// the killed collector's lease expires, an uninterrupted collection
+// finishes the job (I7).
+func TestCrashGC(t *testing.T) {
+	for _, tg := range crashTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := context.Background()
+			// dataset returns a fresh dataset holding superseded
+			// generations and orphans.
+			dataset := func(name string) (string, store.Store) {
+				url, s := tg.dataset(t, name)
+				d := commit.New(s, commit.WithWriter("crash-gc"))
+				for k := range 5 {
+					tx, err := d.Begin(ctx)
+					require.NoError(t, err)
+					require.NoError(t, tx.KeepAll(ctx))
+					for f := range 4 {
+						require.NoError(t, tx.PutBytes(ctx, fmt.Sprintf("d%d/f%d", k%2, f), []byte(fmt.Sprintf("%s commit %d file %d", name, k, f))))
+					}
+					_, err = tx.Commit(ctx, commit.CommitOptions{})
+					require.NoError(t, err)
+				}
+				for range 2 {
+					tx, err := d.Begin(ctx)
+					require.NoError(t, err)
+					require.NoError(t, tx.PutBytes(ctx, "orphan", []byte("never committed")))
+				}
+				return url, s
+			}
+			args := func(url string) []string {
+				return []string{"gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", "--lease-ttl", "500ms", url}
+			}
+			rnd := rand.New(rand.NewPCG(seed(t, 12), 0))
+			cal := 0
+			window := calibrate(func() time.Duration {
+				url, _ := dataset(fmt.Sprintf("gc-cal-%d", cal))
+				cal++
+				start := time.Now()
+				out, code := tg.run(t, args(url)...)
+				require.Zero(t, code, out)
+				return time.Since(start)
+			})
+			var killed, finished int
+			for i := range crashTrials() {
+				url, s := dataset(fmt.Sprintf("gc-%d", i))
+				before, _ := snapshotFiles(t, s)
+				p := tg.start(t, args(url)...)
+				k, code := p.killAfter(time.Duration(rnd.Int64N(int64(window))))
+				if k {
+					killed++
+				} else {
+					require.Zero(t, code, "an unkilled gc failed: %s", p.out.String())
+				}
+				snap, _ := snapshotFiles(t, s)
+				require.Equal(t, before.Seq(), snap.Seq(), "I2: gc changed the pointer's seq")
+				require.Equal(t, before.Generation(), snap.Generation(), "I2")
+				parent, err := commit.New(s).OpenAt(ctx, strconv.FormatUint(snap.Seq()-1, 10))
+				require.NoError(t, err, "I4: the kept ancestor")
+				for _, e := range parent.Files() {
+					_, err := parent.ReadFile(ctx, e.Path)
+					require.NoError(t, err, "I4: %q of the kept ancestor", e.Path)
+				}
+				if i%4 != 0 {
+					continue
+				}
+				var out string
+				for try := 0; ; try++ { // a killed collector's lease expires after TTL + 1 s
+					out, code = tg.run(t, args(url)...)
+					if code != 4 || try == 20 {
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				require.Zero(t, code, out)
+				checkCollected(t, s, 1)
+				finished++
+			}
+			t.Logf("CRASH gc on %s: %d trials (kill window %s), %d killed, %d finished by a later run; I1 I2 I4 I7 held",
+				tg.name, crashTrials(), window.Round(time.Millisecond), killed, finished)
+		})
+	}
+}
+
+// TestCrashRun SIGKILLs 'publish run', whose CMD is a 'publish put' with
+// the lease's fencing token, at random points. run dies; its put may go on
+// alone. After the put ends, the pointer resolves completely and is
+// unchanged or the put's complete generation (I1, I2), and every few
+// trials a new run takes the lease over once it expires.
+func TestCrashRun(t *testing.T) {
+	for _, tg := range crashTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			bin := publishBin(t)
+			srcDir := filepath.Join(t.TempDir(), "src")
+			rnd := rand.New(rand.NewPCG(seed(t, 13), 0))
+			runArgs := func(url string, extra ...string) []string {
+				args := append([]string{"run", "--lease", "job", "--ttl", "2s", "--grace", "1s"}, extra...)
+				args = append(args, url, "--", bin)
+				args = append(args, tg.flags...)
+				return append(args, "put", srcDir, url)
+			}
+			cal := 0
+			window := calibrate(func() time.Duration {
+				url, _ := tg.dataset(t, fmt.Sprintf("run-cal-%d", cal))
+				cal++
+				writeSrc(t, srcDir, -1)
+				start := time.Now()
+				out, code := tg.run(t, runArgs(url)...)
+				require.Zero(t, code, out)
+				return time.Since(start)
+			})
+			var killed, committed, takeovers int
+			for i := range crashTrials() {
+				url, s := tg.dataset(t, fmt.Sprintf("run-%d", i))
+				writeSrc(t, srcDir, -1)
+				out, code := tg.run(t, "put", srcDir, url)
+				require.Zero(t, code, out)
+				before, _ := snapshotFiles(t, s)
+				src := writeSrc(t, srcDir, i)
+				p := tg.start(t, runArgs(url)...)
+				k, code := p.killAfter(time.Duration(rnd.Int64N(int64(window))))
+				if k {
+					killed++
+					waitOrphans(t, srcDir) // run's put goes on alone
+				} else {
+					require.Zero(t, code, "an unkilled run failed: %s", p.out.String())
+				}
+				if checkAfterPut(t, s, before, src, !k) {
+					committed++
+				}
+				if i%7 == 0 {
+					// The lease of the killed run expires; the next run gets
+					// it and commits with a higher token.
+					src = writeSrc(t, srcDir, 1000+i)
+					before, _ = snapshotFiles(t, s)
+					out, code := tg.run(t, runArgs(url, "--wait", "20s")...)
+					require.Zero(t, code, "a run after a killed one: %s", out)
+					require.True(t, checkAfterPut(t, s, before, src, true))
+					takeovers++
+				}
+			}
+			t.Logf("CRASH run on %s: %d trials (kill window %s), %d killed, %d committed, %d takeovers after a kill; I1 I2 held",
+				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, takeovers)
+		})
+	}
+}
+
+// waitOrphans waits until no process of ours has marker in its command
+// line (the put that a killed run left behind), and SIGKILLs by pid any
+// that outlive a minute.
+func waitOrphans(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pids := findProcs(marker)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Fatalf("processes %v running %q did not exit", pids, marker)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// findProcs returns the pids of this user's processes whose command line
+// contains marker, other than this one.
+func findProcs(marker string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(b, []byte(marker)) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && isZombie(st) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func isZombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}

@@ -1,0 +1,524 @@
+package reliability_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// The pointer is modelled as a register holding (seq, generation); the
+// empty value is "no pointer yet". A commit is a compare-and-swap from the
+// value its transaction began on to (seq+1, its generation).
+type reg struct {
+	Seq uint64 `json:"seq"`
+	Gen string `json:"gen,omitempty"`
+}
+
+func (r reg) String() string {
+	if r.Gen == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%d:%s", r.Seq, short(r.Gen))
+}
+
+// short abbreviates a generation id (a UUIDv7) to its random tail.
+func short(gen string) string {
+	if len(gen) > 8 {
+		return gen[len(gen)-8:]
+	}
+	return gen
+}
+
+type opKind string
+
+const (
+	opRead   opKind = "read"
+	opCommit opKind = "commit"
+)
+
+// Outcomes of a commit.
+const (
+	resOK      = "ok"      // Commit returned success: applied, definitely
+	resLost    = "lost"    // ErrConflict: proven not applied
+	resUnknown = "unknown" // ErrCommitUnknown: may or may not have been applied
+	resAborted = "aborted" // another error before or instead of the pointer write: not applied
+)
+
+type linInput struct {
+	Kind opKind `json:"kind"`
+	From reg    `json:"from,omitzero"` // commit: the value the Tx began on
+	Gen  string `json:"gen,omitempty"` // commit: the new generation
+}
+
+type linOutput struct {
+	Result string `json:"result,omitempty"` // commit
+	Value  reg    `json:"value,omitzero"`   // read
+}
+
+// registerModel is the sequential specification of the pointer. An
+// unknown commit branches: the state after it is either unchanged or
+// swapped. Its return time is open-ended (see recorder.addCommit), so the
+// swap may take effect at any time after the commit was invoked.
+var registerModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{reg{}} },
+	Step: func(state, input, output any) []any {
+		st, in, out := state.(reg), input.(linInput), output.(linOutput)
+		switch in.Kind {
+		case opRead:
+			if out.Value == st {
+				return []any{st}
+			}
+			return nil
+		case opCommit:
+			next := reg{Seq: in.From.Seq + 1, Gen: in.Gen}
+			switch out.Result {
+			case resOK:
+				if st == in.From {
+					return []any{next}
+				}
+				return nil
+			case resLost:
+				if st != in.From {
+					return []any{st}
+				}
+				return nil
+			case resUnknown:
+				if st == in.From {
+					return []any{st, next}
+				}
+				return []any{st}
+			case resAborted:
+				return []any{st}
+			}
+		}
+		return nil
+	},
+	Equal: func(a, b any) bool { return a.(reg) == b.(reg) },
+	Hash: func(s any) uint64 {
+		h := fnv.New64a()
+		r := s.(reg)
+		fmt.Fprintf(h, "%d/%s", r.Seq, r.Gen)
+		return h.Sum64()
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linInput), output.(linOutput)
+		if in.Kind == opRead {
+			return "read → " + out.Value.String()
+		}
+		return fmt.Sprintf("cas %s → %d:%s: %s", in.From, in.From.Seq+1, short(in.Gen), out.Result)
+	},
+	DescribeState: func(s any) string { return s.(reg).String() },
+}
+
+// recorder collects a history. Times are monotonic nanoseconds since start.
+type recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+}
+
+func newRecorder() *recorder { return &recorder{start: time.Now()} }
+
+func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *recorder) add(client int, in linInput, out linOutput, call, ret int64, meta string) {
+	if out.Result == resUnknown {
+		// It may take effect at any time after its invocation, even after
+		// every other operation has returned.
+		ret = math.MaxInt64
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret, Metadata: meta})
+}
+
+// linStats counts what a run did.
+type linStats struct {
+	ops, reads, readErrs                   atomic.Int64
+	ok, lost, unknown, aborted, beginFails atomic.Int64
+}
+
+func (s *linStats) String() string {
+	return fmt.Sprintf("ops=%d reads=%d (failed %d) commits: ok=%d lost=%d unknown=%d aborted=%d (begin failed %d)",
+		s.ops.Load(), s.reads.Load(), s.readErrs.Load(), s.ok.Load(), s.lost.Load(), s.unknown.Load(), s.aborted.Load(), s.beginFails.Load())
+}
+
+// linRun is one recorded run on a fresh dataset.
+type linRun struct {
+	t       *testing.T
+	tg      target
+	d       *commit.Dataset
+	rec     *recorder
+	stats   linStats
+	clients int
+	budget  int64 // operations to run, over all clients
+	seed    uint64
+
+	mu      sync.Mutex
+	results map[string]string // generation → commit outcome
+}
+
+func (r *linRun) violation(format string, args ...any) {
+	r.t.Helper()
+	r.t.Errorf("VIOLATION on %s: "+format, append([]any{r.tg.name}, args...)...)
+}
+
+func (r *linRun) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for c := range r.clients {
+		rnd := rand.New(rand.NewPCG(r.seed, uint64(c)))
+		wg.Go(func() {
+			for r.stats.ops.Add(1) <= r.budget {
+				if rnd.IntN(2) == 0 {
+					r.commit(ctx, c)
+				} else {
+					r.read(ctx, c, rnd.IntN(2) == 0)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.stats.ops.Add(-int64(r.clients)) // the failed increments that ended the loops
+}
+
+// commit runs Begin, stages one file holding the generation id, and
+// commits. Begin's pointer read is recorded as a read of its own, in a
+// second row per client.
+func (r *linRun) commit(ctx context.Context, client int) {
+	call := r.rec.now()
+	tx, err := r.d.Begin(ctx)
+	if err != nil {
+		r.stats.beginFails.Add(1)
+		return
+	}
+	from := reg{}
+	if b := tx.Base(); b != nil {
+		from = reg{Seq: b.Seq, Gen: b.Generation}
+	}
+	r.rec.add(r.clients+client, linInput{Kind: opRead}, linOutput{Value: from}, call, r.rec.now(), "begin")
+	r.stats.reads.Add(1)
+
+	in := linInput{Kind: opCommit, From: from, Gen: tx.Generation()}
+	var p *pointer.Pointer
+	err = tx.PutBytes(ctx, "data", []byte(tx.Generation()))
+	if err == nil {
+		p, err = tx.Commit(ctx, commit.CommitOptions{Message: "lin"})
+	} else {
+		tx.Discard(context.WithoutCancel(ctx))
+	}
+	ret := r.rec.now()
+	res := resAborted
+	switch {
+	case err == nil:
+		res = resOK
+		r.stats.ok.Add(1)
+		if p.Generation != tx.Generation() || p.Seq != from.Seq+1 {
+			r.violation("commit of %s on %s returned pointer %d:%s", tx.Generation(), from, p.Seq, p.Generation)
+		}
+	case errors.Is(err, commit.ErrConflict):
+		res = resLost
+		r.stats.lost.Add(1)
+	case errors.Is(err, commit.ErrCommitUnknown):
+		res = resUnknown
+		r.stats.unknown.Add(1)
+	default:
+		r.stats.aborted.Add(1)
+	}
+	meta := ""
+	if err != nil {
+		meta = err.Error()
+		if res == resUnknown || res == resAborted {
+			r.t.Logf("%s commit: %v", res, err)
+		}
+	}
+	r.rec.add(client, in, linOutput{Result: res}, call, ret, meta)
+	r.mu.Lock()
+	r.results[tx.Generation()] = res
+	r.mu.Unlock()
+}
+
+// read resolves the pointer, through Dataset.Open (pointer, manifest and
+// the generation's file: I1 and I3) or pointer.Read alone.
+func (r *linRun) read(ctx context.Context, client int, open bool) {
+	call := r.rec.now()
+	var v reg
+	var err error
+	var snap *commit.Snapshot
+	if open {
+		snap, err = r.d.Open(ctx)
+		if err == nil {
+			v = reg{Seq: snap.Seq(), Gen: snap.Generation()}
+		}
+	} else {
+		var p *pointer.Pointer
+		p, _, err = pointer.Read(ctx, r.d.Store())
+		if err == nil {
+			v = reg{Seq: p.Seq, Gen: p.Generation}
+		}
+	}
+	ret := r.rec.now()
+	switch {
+	case errors.Is(err, commit.ErrNoCommits), errors.Is(err, store.ErrNotExist):
+		v, err = reg{}, nil
+	case brokenInvariant(err):
+		r.violation("read: %v", err)
+	}
+	if err != nil {
+		r.stats.readErrs.Add(1)
+		return
+	}
+	r.stats.reads.Add(1)
+	how := "pointer.Read"
+	if open {
+		how = "Open"
+	}
+	r.rec.add(client, linInput{Kind: opRead}, linOutput{Value: v}, call, ret, how)
+	if snap != nil {
+		b, err := snap.ReadFile(ctx, "data")
+		switch {
+		case brokenInvariant(err):
+			r.violation("snapshot %s: %v", v, err)
+		case err == nil && string(b) != v.Gen:
+			r.violation("I3: snapshot %s holds the file of generation %q", v, b)
+		}
+	}
+}
+
+// brokenInvariant reports whether a read error can only come from a broken
+// invariant, never from a fault: a corrupt, incomplete or collected
+// generation behind the pointer (this test runs no collector).
+func brokenInvariant(err error) bool {
+	return errors.Is(err, commit.ErrChecksum) || errors.Is(err, commit.ErrCollected) ||
+		errors.Is(err, generation.ErrCorrupt) || errors.Is(err, pointer.ErrCorrupt)
+}
+
+// verify checks the final state without faults: the pointer resolves
+// completely (I1), and the parent chain, which lists every value the
+// pointer ever had, holds every successful commit and no lost or aborted
+// one (I2). The final pointer is added to the history as a last read.
+func (r *linRun) verify(ctx context.Context) {
+	t := r.t
+	d := commit.New(r.tg.clean)
+	call := r.rec.now()
+	snap, err := d.Open(ctx)
+	if errors.Is(err, commit.ErrNoCommits) {
+		require.Zero(t, r.stats.ok.Load(), "commits succeeded but there is no pointer")
+		return
+	}
+	require.NoError(t, err, "I1: the final pointer resolves")
+	r.rec.add(0, linInput{Kind: opRead}, linOutput{Value: reg{Seq: snap.Seq(), Gen: snap.Generation()}}, call, r.rec.now(), "final")
+	b, err := snap.ReadFile(ctx, "data")
+	require.NoError(t, err, "I1: the final generation's file")
+	require.Equal(t, snap.Generation(), string(b), "I3")
+
+	chain := map[string]uint64{}
+	for m, err := range d.History(ctx, snap) {
+		require.NoError(t, err, "I1: the history chain resolves")
+		chain[m.Generation] = m.Seq
+	}
+	require.EqualValues(t, snap.Seq(), len(chain), "the chain holds one generation per seq")
+	var appliedUnknown int
+	for gen, res := range r.results {
+		_, in := chain[gen]
+		switch {
+		case res == resOK && !in:
+			r.violation("I2: successful commit %s never became the pointer's value", gen)
+		case (res == resLost || res == resAborted) && in:
+			r.violation("I2: commit %s reported %s but is in the history", gen, res)
+		case res == resUnknown && in:
+			appliedUnknown++
+		}
+	}
+	for gen := range chain {
+		if _, ok := r.results[gen]; !ok {
+			r.violation("I2: generation %s is in the history but no commit made it", gen)
+		}
+	}
+	t.Logf("final seq %d; %d of %d unknown commits had been applied", snap.Seq(), appliedUnknown, r.stats.unknown.Load())
+}
+
+// check runs porcupine on the history. On a violation or a timeout it
+// writes the history and its HTML visualisation as artifacts.
+func (r *linRun) check(name string) {
+	t := r.t
+	model := registerModel.ToModel()
+	res, info := porcupine.CheckOperationsVerbose(model, r.rec.ops, 2*time.Minute)
+	if res == porcupine.Ok {
+		return
+	}
+	dir := artifactDir(t)
+	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(name))
+	if err := porcupine.VisualizePath(model, info, base+".html"); err != nil {
+		t.Errorf("visualize: %v", err)
+	}
+	if b, err := json.MarshalIndent(r.rec.ops, "", " "); err == nil {
+		os.WriteFile(base+".json", b, 0o644)
+	}
+	t.Errorf("VIOLATION: history of %d operations is %s as a CAS register; history and visualisation: %s.{json,html}", len(r.rec.ops), res, base)
+}
+
+// artifactDir returns $COMMITPTR_ARTIFACTS, or a new directory that outlives
+// the test.
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("COMMITPTR_ARTIFACTS")
+	if dir == "" {
+		var err error
+		dir, err = os.MkdirTemp("", "commitptr-artifacts-")
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Logf("artifacts in %s", dir)
+	return dir
+}
+
+// linPlan is how many runs of how many operations each driver gets.
+type linPlan struct {
+	runs, ops, clients int
+}
+
+func linPlanFor(driver string) linPlan {
+	local := driver == "mem" || driver == "fs"
+	switch {
+	case long() && local:
+		return linPlan{runs: 10, ops: 1000, clients: 8}
+	case long():
+		return linPlan{runs: 10, ops: 500, clients: 6}
+	case local:
+		return linPlan{runs: 2, ops: 500, clients: 6}
+	default:
+		return linPlan{runs: 2, ops: 250, clients: 4}
+	}
+}
+
+// TestLinearizable records histories of concurrent commits and reads with
+// faults on, and checks each with porcupine as a CAS register (I2).
+func TestLinearizable(t *testing.T) {
+	var total atomic.Int64
+	for _, driver := range drivers() {
+		t.Run(driver, func(t *testing.T) {
+			plan := linPlanFor(driver)
+			sum := faults.Counts{}
+			for i := range plan.runs {
+				s := seed(t, 1000) + uint64(i)
+				in := faults.New(faults.Config{Seed: s, Rates: faults.Uniform(defaultRates), MaxLatency: 20 * time.Millisecond})
+				tg := newTarget(t, driver, in)
+				r := &linRun{
+					t: t, tg: tg, rec: newRecorder(), clients: plan.clients, budget: int64(plan.ops), seed: s,
+					d:       commit.New(tg.faulty, commit.WithWriter(fmt.Sprintf("lin-%d", i)), commit.WithConcurrency(2)),
+					results: map[string]string{},
+				}
+				ctx := context.Background()
+				start := time.Now()
+				r.run(ctx)
+				in.SetEnabled(false)
+				r.verify(ctx)
+				r.check(fmt.Sprintf("lin-%s-seed%d", driver, s))
+				c := in.Counts()
+				sum = sum.Add(c)
+				total.Add(r.stats.ops.Load())
+				t.Logf("run %d (seed %d, %s): %s; faults: %s", i, s, time.Since(start).Round(time.Millisecond), &r.stats, c)
+			}
+			t.Logf("%s total faults: %s", driver, sum)
+		})
+	}
+	t.Logf("%d operations checked", total.Load())
+}
+
+// TestLinearizabilityModel checks the model on small hand-written
+// histories, so that a pass of TestLinearizable means something.
+func TestLinearizabilityModel(t *testing.T) {
+	g1, g2 := "gen-1", "gen-2"
+	v1 := reg{Seq: 1, Gen: g1}
+	read := func(call, ret int64, v reg) porcupine.Operation {
+		return porcupine.Operation{Input: linInput{Kind: opRead}, Output: linOutput{Value: v}, Call: call, Return: ret}
+	}
+	cas := func(call, ret int64, from reg, gen, res string) porcupine.Operation {
+		if res == resUnknown {
+			ret = math.MaxInt64
+		}
+		return porcupine.Operation{ClientId: 1, Input: linInput{Kind: opCommit, From: from, Gen: gen}, Output: linOutput{Result: res}, Call: call, Return: ret}
+	}
+	for _, c := range []struct {
+		name string
+		ops  []porcupine.Operation
+		ok   bool
+	}{
+		{"ok then read", []porcupine.Operation{cas(0, 1, reg{}, g1, resOK), read(2, 3, v1)}, true},
+		{"ok but stale read after", []porcupine.Operation{cas(0, 1, reg{}, g1, resOK), read(2, 3, reg{})}, false},
+		{"two ok from the same base", []porcupine.Operation{cas(0, 1, reg{}, g1, resOK), cas(0, 1, reg{}, g2, resOK)}, false},
+		{"lost but visible", []porcupine.Operation{cas(0, 1, reg{}, g1, resLost), read(2, 3, v1)}, false},
+		{"lost with nobody winning", []porcupine.Operation{cas(0, 1, reg{}, g1, resLost), read(2, 3, reg{})}, false},
+		{"lost to a winner", []porcupine.Operation{cas(0, 1, reg{}, g2, resOK), cas(0, 2, reg{}, g1, resLost)}, true},
+		{"unknown, seen later", []porcupine.Operation{cas(0, 1, reg{}, g1, resUnknown), read(2, 3, reg{}), read(4, 5, v1)}, true},
+		{"unknown, never seen", []porcupine.Operation{cas(0, 1, reg{}, g1, resUnknown), read(2, 3, reg{})}, true},
+		{"unknown, seen then gone", []porcupine.Operation{cas(0, 1, reg{}, g1, resUnknown), read(2, 3, v1), read(4, 5, reg{})}, false},
+		{"aborted but visible", []porcupine.Operation{cas(0, 1, reg{}, g1, resAborted), read(2, 3, v1)}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.ok, porcupine.CheckOperations(registerModel.ToModel(), c.ops))
+		})
+	}
+}
+
+// ignoringPreconditions drops If-Match and If-None-Match, as some
+// S3-compatible stores silently do.
+type ignoringPreconditions struct{ store.Store }
+
+func (s ignoringPreconditions) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	opts.IfMatch, opts.IfNoneMatch = "", false
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+// TestLinearizabilityCatchesBrokenStore runs the harness on a store that
+// ignores preconditions: two racing commits both succeed, and the checker
+// must say so and leave the artifacts.
+func TestLinearizabilityCatchesBrokenStore(t *testing.T) {
+	ctx := context.Background()
+	m := mem.New()
+	d := commit.New(ignoringPreconditions{m})
+	rec := newRecorder()
+	var txs []*commit.Tx
+	var calls []int64
+	for range 2 {
+		calls = append(calls, rec.now())
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "data", []byte(tx.Generation())))
+		txs = append(txs, tx)
+	}
+	for i, tx := range txs {
+		_, err := tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err, "the broken store lets both commits through")
+		rec.add(i, linInput{Kind: opCommit, Gen: tx.Generation()}, linOutput{Result: resOK}, calls[i], rec.now(), "")
+	}
+	res, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), rec.ops, time.Minute)
+	require.Equal(t, porcupine.Illegal, res)
+	html := filepath.Join(t.TempDir(), "broken.html")
+	require.NoError(t, porcupine.VisualizePath(registerModel.ToModel(), info, html))
+	fi, err := os.Stat(html)
+	require.NoError(t, err)
+	assert.Positive(t, fi.Size())
+}
