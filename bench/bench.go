@@ -20,6 +20,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -186,3 +188,75 @@ func WriteTable(w io.Writer, rs []Result) {
 	tw.Flush()
 }
 
+// LeaseHandoff measures n handoffs of one lease between two holders: the
+// time from the holder's Release to the waiter's blocking Acquire
+// returning, and the requests each handoff costs.
+func LeaseHandoff(ctx context.Context, s store.Store, n int) (Result, error) {
+	c := store.Count(store.WithPrefix(s, "bench/lease-"+uuid.NewString()[:8]+"/"))
+	opts := lease.Options{TTL: 10 * time.Second, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond}
+	held, err := lease.TryAcquire(ctx, c, "bench", opts)
+	if err != nil {
+		return Result{}, err
+	}
+	var lat []time.Duration
+	start := time.Now()
+	for range n {
+		got := make(chan error, 1)
+		var next *lease.Lease
+		go func() {
+			var err error
+			next, err = lease.Acquire(ctx, c, "bench", opts)
+			got <- err
+		}()
+		time.Sleep(5 * time.Millisecond) // let the waiter start polling
+		t0 := time.Now()
+		if err := held.Release(ctx); err != nil {
+			return Result{}, err
+		}
+		if err := <-got; err != nil {
+			return Result{}, err
+		}
+		lat = append(lat, time.Since(t0))
+		held = next
+	}
+	if err := held.Release(ctx); err != nil {
+		return Result{}, err
+	}
+	return summarize("lease handoff", lat, 0, time.Since(start), c.Counts()), nil
+}
+
+// Collect seeds gens generations of objs small files each, then measures
+// one collection that keeps only the current generation: its time,
+// deletions per second and requests.
+func Collect(ctx context.Context, s store.Store, gens, objs int) (Result, error) {
+	ps := store.WithPrefix(s, "bench/gc-"+uuid.NewString()[:8]+"/")
+	d := commit.New(ps)
+	data := payload(64)
+	for range gens {
+		tx, err := d.Begin(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		for i := range objs {
+			if err := tx.PutBytes(ctx, "f"+strconv.Itoa(i), data); err != nil {
+				return Result{}, err
+			}
+		}
+		if _, err := tx.Commit(ctx, commit.CommitOptions{}); err != nil {
+			return Result{}, err
+		}
+	}
+	c := store.Count(ps)
+	start := time.Now()
+	rep, err := gc.Run(ctx, c, gc.Options{Keep: -1, Grace: -1})
+	if err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(start)
+	r := summarize(fmt.Sprintf("collect gens=%d objs=%d", gens, objs), []time.Duration{elapsed}, 0, elapsed, c.Counts())
+	r.Extra = map[string]float64{
+		"objects_deleted":      float64(rep.ObjectsDeleted),
+		"deletions_per_second": float64(rep.ObjectsDeleted) / elapsed.Seconds(),
+	}
+	return r, nil
+}

@@ -38,3 +38,16 @@ func TestContentionNoLostUpdate(t *testing.T) {
 	bench.WriteTable(&table, rs)
 	assert.Contains(t, table.String(), "contention writers=4")
 }
+
+func TestLeaseHandoffAndCollect(t *testing.T) {
+	ctx := context.Background()
+	r, err := bench.LeaseHandoff(ctx, mem.New(), 5)
+	require.NoError(t, err)
+	assert.Equal(t, 5, r.Ops)
+	assert.Positive(t, r.P50)
+
+	r, err = bench.Collect(ctx, mem.New(), 20, 3)
+	require.NoError(t, err)
+	assert.EqualValues(t, 19*4, r.Extra["objects_deleted"], "all but the current generation: 3 files and a manifest each")
+	assert.EqualValues(t, 1, r.Requests["delete-many"])
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/bench"
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
@@ -493,4 +494,19 @@ func TestNonEnforcingStoreIsRefusedEverywhere(t *testing.T) {
 		assert.Equal(t, exitError, code, "%v: %s%s", args, out, errs)
 		assert.Contains(t, errs, "does not enforce conditional writes", args)
 	}
+}
+
+func TestBench(t *testing.T) {
+	code, _, stderr := cli(t, "", "bench", "--scenario", "nope", memURL())
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `unknown scenario "nope"`)
+
+	out := ok(t, "bench", "--json", "--scenario", "commit,lease,gc", "--commits", "3", "--files", "4",
+		"--handoffs", "2", "--gc-gens", "5", "--gc-objects", "2", memURL())
+	var results []bench.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &results))
+	require.Len(t, results, 3)
+	assert.Equal(t, 3, results[0].Ops)
+	assert.Equal(t, map[string]float64{"get": 1, "put": 6}, results[0].Requests, "4 files commit at the floor of 4+3 requests")
+	assert.EqualValues(t, 4*3, results[2].Extra["objects_deleted"])
 }
