@@ -42,7 +42,7 @@ func newGetCommand(g *globalOptions) *cobra.Command {
 that --seq or --gen names) into the directory DEST.
 
 The files go to a temporary directory beside DEST (.DEST.publish-get-*),
-each verified against the size and sha256 in the manifest, and fsynced. Only
+each verified against the size and sha256 in the manifest, and synced. Only
 when every file is good is the directory renamed to DEST, so DEST holds
 either a complete, verified snapshot or what it held before. Nothing is ever
 written outside DEST and its temporary sibling: every path is validated, the
@@ -199,7 +199,10 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, dir s
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return syncAll(dir)
 }
 
 func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e generation.Entry) error {
@@ -221,10 +224,21 @@ func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e genera
 	if _, err := io.Copy(f, rc); err != nil {
 		return fmt.Errorf("download %q (key %q): %w", e.Path, e.Key, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %q: %w", e.Path, err)
-	}
 	return f.Close()
+}
+
+// syncAll makes everything written below dir durable with one syncfs(2) of
+// its file system, instead of an fsync per file.
+func syncAll(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // moveInto renames the complete download to dest. An existing dest is
