@@ -148,17 +148,21 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 		now, herr := s.Head(rctx, key)
 		cancel()
 		switch {
+		case herr != nil && !errors.Is(herr, store.ErrNotExist):
+			// Without a read-back there is no telling, not even after a
+			// 412: an SDK retry may have hit our own applied write.
+			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
 		case herr == nil && now.Metadata[writeIDMeta] == id:
 			return now, nil // our write landed; the error was about the response
 		case herr == nil && now.Metadata[parentIDMeta] == id:
 			return now, nil // our write landed and another was built on it
 		case herr == nil && now.ETag == etag:
 			// unchanged: our write did not land
-		case errors.Is(herr, store.ErrNotExist) && etag == "":
+		case herr != nil && etag == "":
 			// still absent: our create did not land
-		case errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict):
+		case herr == nil && (errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)):
 			// A clean loss: the store refused our write, and someone
-			// else's is there.
+			// else's version is there.
 		default:
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
 		}
