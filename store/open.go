@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -113,4 +115,47 @@ func CleanPrefix(p string) (string, error) {
 		}
 	}
 	return p + "/", nil
+}
+
+// BucketURL reads the common form of bucket URLs,
+// scheme://bucket/prefix?endpoint=...&region=...&profile=...&path_style=true,
+// for the S3 drivers. Non-zero fields of cfg override the query
+// parameters. It refuses user information (credentials belong in the AWS
+// chain, never in a URL), a port on the bucket, and unknown parameters.
+func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, err error) {
+	bad := func(format string, args ...any) (string, string, Config, error) {
+		return "", "", Config{}, fmt.Errorf("store: URL %q: %s", u.Redacted(), fmt.Sprintf(format, args...))
+	}
+	switch {
+	case u.Host == "":
+		return bad("names no bucket (want %s://bucket/prefix)", u.Scheme)
+	case u.User != nil:
+		return bad("carries user information; use the AWS credential chain instead")
+	case u.Port() != "":
+		return bad("the host part is the bucket; give the server as ?endpoint=http://host:port")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return bad("bad query: %v", err)
+	}
+	for k := range q {
+		if !slices.Contains([]string{"endpoint", "region", "profile", "path_style"}, k) {
+			return bad("unknown parameter %q (known: endpoint, region, profile, path_style)", k)
+		}
+	}
+	merged = Config{
+		Endpoint:  cmp.Or(cfg.Endpoint, q.Get("endpoint")),
+		Region:    cmp.Or(cfg.Region, q.Get("region")),
+		Profile:   cmp.Or(cfg.Profile, q.Get("profile")),
+		PathStyle: cfg.PathStyle,
+	}
+	if v := q.Get("path_style"); v != "" && !cfg.PathStyle {
+		if merged.PathStyle, err = strconv.ParseBool(v); err != nil {
+			return bad("path_style=%q is not a boolean", v)
+		}
+	}
+	if prefix, err = CleanPrefix(u.Path); err != nil {
+		return "", "", Config{}, err
+	}
+	return u.Host, prefix, merged, nil
 }
