@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 
 	"github.com/minio/minio-go/v7"
@@ -31,7 +30,7 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	// A server's answer has a status; a per-key error of a multi-object
 	// DELETE has only a code.
 	if er, ok := errors.AsType[minio.ErrorResponse](err); ok && (er.StatusCode != 0 || er.Code != "") {
-		class = classOf(er.Code, er.StatusCode, ifMatch)
+		class = store.ClassOfS3(er.Code, er.StatusCode, ifMatch)
 		// ErrorResponse.Error is only the message; add the code and status.
 		if er.StatusCode != 0 {
 			cause = fmt.Errorf("%s (HTTP %d): %w", er.Code, er.StatusCode, err)
@@ -49,51 +48,6 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	return nil, err
 }
 
-// classOf is the driver's one classifier: it maps an S3 error code and HTTP
-// status to a store error class, or nil. The code wins when it is known; the
-// status covers responses without a body (HEAD, for which minio-go makes up
-// a code) and servers with unusual codes.
-func classOf(code string, status int, ifMatch bool) error {
-	notExist := store.ErrNotExist
-	if ifMatch {
-		notExist = store.ErrPrecondition // S3 answers If-Match on a missing key with 404
-	}
-	switch code {
-	case minio.NoSuchUpload:
-		return nil // the multipart upload vanished: not the object's state
-	case minio.NoSuchKey, "NotFound":
-		return notExist
-	case minio.PreconditionFailed:
-		return store.ErrPrecondition
-	case "ConditionalRequestConflict":
-		return store.ErrConflict
-	case minio.NoSuchBucket:
-		return store.ErrNoBucket
-	case minio.AccessDenied, minio.InvalidAccessKeyID, minio.SignatureDoesNotMatch,
-		"InvalidToken", "ExpiredToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem",
-		"XAdminUserNotFound": // versitygw's 404 for an unknown access key
-
-		return store.ErrAccess
-	}
-	switch status {
-	case http.StatusNotFound:
-		return notExist
-	case http.StatusPreconditionFailed:
-		return store.ErrPrecondition
-	case http.StatusConflict:
-		// Only ConditionalRequestConflict (matched above) is retryable;
-		// other 409s, such as a key that is a directory on a POSIX-backed
-		// server, are not. A 409 without a code (HEAD) is taken as the
-		// retryable kind.
-		if code == "" {
-			return store.ErrConflict
-		}
-		return nil
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return store.ErrAccess
-	}
-	return nil
-}
 
 // unreachable reports whether err is a failure to connect to the server or
 // to resolve its name.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -35,7 +34,7 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	if re, ok := errors.AsType[*smithyhttp.ResponseError](err); ok && re.Response != nil && re.Response.Response != nil {
 		status = re.Response.StatusCode
 	}
-	class = classOf(code, status, ifMatch)
+	class = store.ClassOfS3(code, status, ifMatch)
 	switch {
 	case class == store.ErrNoBucket:
 		return class, fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
@@ -45,48 +44,6 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	return class, err
 }
 
-// classOf is the driver's classifier: it maps an S3 error code and HTTP
-// status (0 if unknown) to a store error class, or nil. The code wins when
-// both are known; the status covers responses without a body (HEAD) and
-// servers with unusual codes.
-func classOf(code string, status int, ifMatch bool) error {
-	notExist := store.ErrNotExist
-	if ifMatch {
-		notExist = store.ErrPrecondition // S3 answers If-Match on a missing key with 404
-	}
-	switch code {
-	case "NoSuchKey", "NotFound":
-		return notExist
-	case "PreconditionFailed":
-		return store.ErrPrecondition
-	case "ConditionalRequestConflict":
-		return store.ErrConflict
-	case "NoSuchBucket":
-		return store.ErrNoBucket
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
-		"ExpiredToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem",
-		"XAdminUserNotFound": // versitygw: an unknown access key, with status 404
-		return store.ErrAccess
-	}
-	switch status {
-	case http.StatusNotFound:
-		return notExist
-	case http.StatusPreconditionFailed:
-		return store.ErrPrecondition
-	case http.StatusConflict:
-		// Only ConditionalRequestConflict (matched above) is retryable;
-		// other 409s, such as a key that is a directory on a POSIX-backed
-		// server, are not. A 409 without a code (HEAD) is taken as the
-		// retryable kind.
-		if code == "" {
-			return store.ErrConflict
-		}
-		return nil
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return store.ErrAccess
-	}
-	return nil
-}
 
 // unreachable reports whether err is a failure to connect or to resolve the
 // server's name.

@@ -307,7 +307,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 		}
 		for _, e := range out.Errors {
 			code := aws.ToString(e.Code)
-			class := classOf(code, 0, false)
+			class := store.ClassOfS3(code, 0, false)
 			if class == store.ErrNotExist {
 				continue
 			}
