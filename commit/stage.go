@@ -351,4 +351,3 @@ func compressing(r io.Reader) io.ReadCloser {
 	}()
 	return pr
 }
-
