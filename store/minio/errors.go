@@ -48,7 +48,6 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	return nil, err
 }
 
-
 // unreachable reports whether err is a failure to connect to the server or
 // to resolve its name.
 func unreachable(err error) bool {

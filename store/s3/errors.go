@@ -44,7 +44,6 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	return class, err
 }
 
-
 // unreachable reports whether err is a failure to connect or to resolve the
 // server's name.
 func unreachable(err error) bool {
