@@ -209,6 +209,7 @@ func Acquire(ctx context.Context, s store.Store, name string, opts Options) (*Le
 // not cure, or ctx ends.
 func poll[T any](ctx context.Context, o Options, try func(readFirst bool) (T, error)) (T, error) {
 	backoff := o.PollMin
+	var lastHeld error // the last "held" answer, to report on timeout
 	for readFirst := false; ; readFirst = true {
 		v, err := try(readFirst)
 		if err == nil {
@@ -216,8 +217,14 @@ func poll[T any](ctx context.Context, o Options, try func(readFirst bool) (T, er
 		}
 		var he *HeldError
 		if !errors.As(err, &he) && !errors.Is(err, store.ErrConflict) {
+			if ctx.Err() != nil && lastHeld != nil {
+				// The wait ran out in the middle of a poll: say who held
+				// the lease, not only which request was cut short.
+				return v, fmt.Errorf("%w (while waiting: %w)", ctx.Err(), lastHeld)
+			}
 			return v, err
 		}
+		lastHeld = err
 		// Full jitter in [backoff/2, backoff], no longer than the holder
 		// has left, no shorter than PollMin.
 		d := backoff/2 + rand.N(backoff/2+1)

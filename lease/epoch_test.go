@@ -253,7 +253,8 @@ func TestAcquireEpochBlocks(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, b.Epoch())
 
-	sctx, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	// Long enough for at least one complete poll on a loaded machine.
+	sctx, cancel2 := context.WithTimeout(ctx, time.Second)
 	defer cancel2()
 	_, err = lease.AcquireEpoch(sctx, s, "w", opts("c", time.Minute))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
