@@ -24,6 +24,7 @@ import (
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
@@ -616,6 +617,75 @@ func TestRollbackBelowFloor(t *testing.T) {
 			require.ErrorIs(t, err, commit.ErrStale)
 			assert.Contains(t, err.Error(), "floor")
 			assert.EqualValues(t, 4, checkComplete(t, d).Seq(), "the refused rollback changed nothing")
+		})
+	}
+}
+
+// lateStore holds back the first Put of a key and applies it later, just
+// before the next request of the chosen kind: a write whose request was
+// delayed in the network and landed after the writer had given up on it.
+type lateStore struct {
+	store.Store
+	mu      sync.Mutex
+	applyOn store.Op
+	held    func()
+	done    bool
+}
+
+func (s *lateStore) release(op store.Op) {
+	s.mu.Lock()
+	h := s.held
+	if op == s.applyOn {
+		s.held = nil
+	}
+	s.mu.Unlock()
+	if h != nil && op == s.applyOn {
+		h()
+	}
+}
+
+func (s *lateStore) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	s.release(store.OpGet)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *lateStore) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.release(store.OpPut)
+	s.mu.Lock()
+	first := !s.done
+	s.done = true
+	s.mu.Unlock()
+	if !first {
+		return s.Store.Put(ctx, key, body, opts)
+	}
+	b, _ := io.ReadAll(body)
+	s.mu.Lock()
+	s.held = func() { s.Store.Put(context.Background(), key, strings.NewReader(string(b)), opts) } //nolint:errcheck
+	s.mu.Unlock()
+	return store.Attrs{}, store.Wrap("put", key, nil, faultstore.ErrInjected)
+}
+
+// TestUpdateObjectLateWrite: the first write seems lost (the object is
+// unchanged on read-back) but lands later, before the retry reads or
+// before the retry writes. fn's result must be applied exactly once.
+func TestUpdateObjectLateWrite(t *testing.T) {
+	for _, applyOn := range []store.Op{store.OpGet, store.OpPut} {
+		t.Run(applyOn.String(), func(t *testing.T) {
+			ctx := context.Background()
+			m := mem.New()
+			_, err := m.Put(ctx, "n", strings.NewReader("0"), store.PutOptions{})
+			require.NoError(t, err)
+			s := &lateStore{Store: m, applyOn: applyOn}
+			_, err = commit.UpdateObject(ctx, s, "n", commit.DefaultRetry, func(old []byte, _ bool) ([]byte, error) {
+				n, err := strconv.Atoi(string(old))
+				return []byte(strconv.Itoa(n + 1)), err
+			})
+			require.NoError(t, err)
+			rc, _, err := m.Get(ctx, "n")
+			require.NoError(t, err)
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			assert.Equal(t, "1", string(b), "one call, one increment")
 		})
 	}
 }

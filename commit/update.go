@@ -112,33 +112,46 @@ const (
 // retry.Attempts. fn must be safe to re-run.
 //
 // A write with an ambiguous outcome is resolved by reading the object back:
-// each write carries a fresh write id in its metadata. If the object is
-// unchanged, the write did not land and is retried; if it carries our id,
-// it landed, and likewise if the version there names ours as its parent
-// (another writer built on our write). A refused write (412 or 409) with
+// each write carries a fresh write id in its metadata, and the id of the
+// version it replaced. If the version there carries, or names as its
+// parent, any id this call has sent, fn's result was applied; this also
+// catches a write that lands late, after the call already retried. If the
+// object is unchanged, the write did not land (yet) and is retried. A refused write (412 or 409) with
 // someone else's version there is a loss and is retried. Any other
 // failure returns ErrCommitUnknown, because our write may have landed and
 // been overwritten since.
 func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, fn func(old []byte, exists bool) ([]byte, error)) (store.Attrs, error) {
 	var last error
+	// sent holds the write id of every PUT this call has sent. A PUT that
+	// failed may still land later, so any version that carries one of
+	// these ids, or names one as its parent, proves that fn's result was
+	// applied, and fn must not run again.
+	sent := map[string]bool{}
+	ours := func(a store.Attrs) bool {
+		return sent[a.Metadata[writeIDMeta]] || sent[a.Metadata[parentIDMeta]]
+	}
 	for attempt := 0; attempt < max(retry.Attempts, 1); attempt++ {
 		if attempt > 0 {
 			if err := sleep(ctx, retry.backoff(attempt-1)); err != nil {
 				return store.Attrs{}, err
 			}
 		}
-		old, etag, oldID, err := readObject(ctx, s, key)
+		old, cur, err := readObject(ctx, s, key)
 		if err != nil {
 			return store.Attrs{}, err
 		}
-		body, err := fn(old, etag != "")
+		if cur.ETag != "" && ours(cur) {
+			return cur, nil // an earlier attempt landed after all
+		}
+		body, err := fn(old, cur.ETag != "")
 		if err != nil {
 			return store.Attrs{}, err
 		}
 		id := uuid.NewString()
+		sent[id] = true
 		attrs, err := s.Put(ctx, key, bytes.NewReader(body), store.PutOptions{
-			IfMatch: etag, IfNoneMatch: etag == "", Size: int64(len(body)),
-			Metadata: map[string]string{writeIDMeta: id, parentIDMeta: oldID},
+			IfMatch: cur.ETag, IfNoneMatch: cur.ETag == "", Size: int64(len(body)),
+			Metadata: map[string]string{writeIDMeta: id, parentIDMeta: cur.Metadata[writeIDMeta]},
 		})
 		if err == nil {
 			return attrs, nil
@@ -152,14 +165,12 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 			// Without a read-back there is no telling, not even after a
 			// 412: an SDK retry may have hit our own applied write.
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
-		case herr == nil && now.Metadata[writeIDMeta] == id:
-			return now, nil // our write landed; the error was about the response
-		case herr == nil && now.Metadata[parentIDMeta] == id:
-			return now, nil // our write landed and another was built on it
-		case herr == nil && now.ETag == etag:
-			// unchanged: our write did not land
-		case herr != nil && etag == "":
-			// still absent: our create did not land
+		case herr == nil && ours(now):
+			return now, nil // landed, possibly with another write built on it
+		case herr == nil && now.ETag == cur.ETag:
+			// unchanged: our write did not land (yet; see sent)
+		case herr != nil && cur.ETag == "":
+			// still absent: our create did not land (yet; see sent)
 		case herr == nil && (errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)):
 			// A clean loss: the store refused our write, and someone
 			// else's version is there.
@@ -170,23 +181,23 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 	return store.Attrs{}, fmt.Errorf("commit: update %q gave up after %d attempts: %w", key, retry.Attempts, last)
 }
 
-// readObject returns the body, ETag and write id of key, or an empty ETag
-// if it is absent.
-func readObject(ctx context.Context, s store.Store, key string) (body []byte, etag, writeID string, err error) {
+// readObject returns the body and attributes of key; the attributes
+// ETag is empty if the object is absent.
+func readObject(ctx context.Context, s store.Store, key string) ([]byte, store.Attrs, error) {
 	rc, attrs, err := s.Get(ctx, key)
 	if errors.Is(err, store.ErrNotExist) {
-		return nil, "", "", nil
+		return nil, store.Attrs{}, nil
 	}
 	if err != nil {
-		return nil, "", "", err
+		return nil, store.Attrs{}, err
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, MaxObjectSize+1))
 	if err != nil {
-		return nil, "", "", fmt.Errorf("commit: read %q: %w", key, err)
+		return nil, store.Attrs{}, fmt.Errorf("commit: read %q: %w", key, err)
 	}
 	if len(b) > MaxObjectSize {
-		return nil, "", "", fmt.Errorf("commit: %q is larger than %d bytes", key, MaxObjectSize)
+		return nil, store.Attrs{}, fmt.Errorf("commit: %q is larger than %d bytes", key, MaxObjectSize)
 	}
-	return b, attrs.ETag, attrs.Metadata[writeIDMeta], nil
+	return b, attrs, nil
 }
