@@ -44,7 +44,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		tx.mu.Unlock()
 		return nil, err
 	}
-	tx.done = true
+	tx.done, tx.committing = true, true
 	entries := slices.Collect(maps.Values(tx.entries))
 	tx.mu.Unlock()
 
@@ -86,6 +86,12 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		Writer:         tx.d.writer,
 		Message:        opts.Message,
 		Meta:           opts.Meta,
+	}
+	// Refuse a pointer that cannot be encoded (too much meta) before
+	// sending anything, rather than as an unknown outcome.
+	next.Format, next.WriteID = pointer.Format, "check"
+	if _, err := pointer.Encode(next); err != nil {
+		return nil, tx.abort(ctx, err)
 	}
 	cur, etag := tx.base, tx.baseETag
 	for attempt := 0; ; attempt++ {
@@ -226,7 +232,7 @@ func (tx *Tx) abort(ctx context.Context, err error) error {
 func (tx *Tx) discardQuietly(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	if err := tx.Discard(dctx); err != nil {
+	if err := tx.discard(dctx); err != nil {
 		tx.d.log.Warn("discard failed; the orphan sweep will remove the objects", "generation", tx.gen, "error", err)
 	}
 }

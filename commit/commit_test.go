@@ -689,3 +689,34 @@ func TestUpdateObjectLateWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscardAfterCommitIsNoop: `defer tx.Discard` must never delete a
+// generation that committed, or whose commit is unknown.
+func TestDiscardAfterCommitIsNoop(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "a", []byte("1")))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tx.Discard(ctx))
+	checkComplete(t, d)
+	assert.Len(t, keysUnder(t, s, generation.Prefix(tx.Generation())), 2)
+}
+
+// TestOversizedMetaRefusedBeforeSending: a pointer too large to encode is
+// refused up front, not reported as an unknown outcome.
+func TestOversizedMetaRefusedBeforeSending(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "a", []byte("1")))
+	_, err = tx.Commit(ctx, commit.CommitOptions{Message: strings.Repeat("m", pointer.MaxSize)})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, commit.ErrCommitUnknown)
+	assert.Empty(t, keysUnder(t, s, generation.Dir), "the staged objects are discarded")
+}

@@ -39,7 +39,10 @@ type Tx struct {
 	staged  []string // keys this Tx wrote, all under its own generation
 	reused  int
 	done    bool
-	winner  string // set when the commit is proven lost
+	// committing is set when Commit starts; from then on only Commit may
+	// discard.
+	committing bool
+	winner     string // set when the commit is proven lost
 	// refSeq is the lowest seq of a non-base generation whose files this
 	// Tx references (KeepFrom), or 0.
 	refSeq uint64
@@ -307,9 +310,24 @@ func (tx *Tx) Reused() int {
 // Discard deletes the objects this Tx staged. It never touches objects of
 // other generations, including those reused by reference. It is a best
 // effort; the collector's orphan sweep is the backstop.
+//
+// Once Commit has been called, Discard does nothing: the generation may be
+// live, and Commit itself deletes it when, and only when, it proves the
+// commit lost. So `defer tx.Discard(ctx)` is safe.
 func (tx *Tx) Discard(ctx context.Context) error {
 	tx.mu.Lock()
+	committing := tx.committing
 	tx.done = true
+	tx.mu.Unlock()
+	if committing {
+		return nil
+	}
+	return tx.discard(ctx)
+}
+
+// discard deletes the staged objects; only for a Tx proven not live.
+func (tx *Tx) discard(ctx context.Context) error {
+	tx.mu.Lock()
 	keys := slices.Clone(tx.staged)
 	tx.mu.Unlock()
 	if len(keys) == 0 {
