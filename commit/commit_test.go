@@ -720,3 +720,32 @@ func TestOversizedMetaRefusedBeforeSending(t *testing.T) {
 	require.NotErrorIs(t, err, commit.ErrCommitUnknown)
 	assert.Empty(t, keysUnder(t, s, generation.Dir), "the staged objects are discarded")
 }
+
+func TestPinFloorAndExpiry(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var mu sync.Mutex
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	d := commit.New(s)
+	for i := range 3 {
+		_, err := publish(t, d, map[string]string{"x": strconv.Itoa(i)}, commit.CommitOptions{})
+		require.NoError(t, err)
+	}
+	old, err := d.OpenAt(ctx, "1")
+	require.NoError(t, err)
+	pin, err := old.Pin(ctx, time.Minute, "test")
+	require.NoError(t, err)
+	require.NoError(t, pin.Renew(ctx))
+	advance(2 * time.Minute)
+	require.ErrorIs(t, pin.Renew(ctx), commit.ErrCollected, "an expired pin cannot be revived")
+
+	cur, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	cur.GCFloor = 2
+	_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+	require.NoError(t, err)
+	_, err = old.Pin(ctx, time.Minute, "test")
+	require.ErrorIs(t, err, commit.ErrCollected, "a generation below the floor cannot be pinned")
+	assert.Len(t, keysUnder(t, s, commit.PinDir), 1, "only the first, expired pin is left; the refused one was removed")
+}

@@ -3,6 +3,7 @@ package commit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -22,9 +24,11 @@ const PinDir = "_pin/"
 // collector can judge every pin from one listing, as Last-Modified + TTL
 // against the store's clock.
 type Pin struct {
-	s   store.Store
-	Key string
-	TTL time.Duration
+	s     store.Store
+	Key   string
+	TTL   time.Duration
+	owner string
+	seq   uint64
 }
 
 // PinKey returns the key of a pin.
@@ -46,26 +50,57 @@ func ParsePinKey(key string) (gen string, ttl time.Duration, err error) {
 
 // Pin writes a pin for the snapshot's generation, valid for ttl from now in
 // the store's clock. Renew it before it expires; Release it when done.
+//
+// Pin then reads the pointer: if the collector's floor has passed the
+// snapshot's seq, the generation may already be on its way out, so the pin
+// is removed again and Pin returns ErrCollected. A collector re-reads the
+// pins after publishing its floor, so a pin that passed this check is
+// honoured. Pin right after opening a snapshot that must live long.
 func (s *Snapshot) Pin(ctx context.Context, ttl time.Duration, owner string) (*Pin, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("commit: pin ttl must be positive, got %s", ttl)
 	}
-	p := &Pin{s: s.d.s, Key: PinKey(s.Generation(), ttl, uuid.NewString()), TTL: ttl}
-	body, _ := json.Marshal(map[string]any{"generation": s.Generation(), "seq": s.Seq(), "owner": owner, "ttl_ms": ttl.Milliseconds()})
-	if _, err := s.d.s.Put(ctx, p.Key, strings.NewReader(string(body)), store.PutOptions{Size: int64(len(body)), ContentType: "application/json"}); err != nil {
+	p := &Pin{s: s.d.s, Key: PinKey(s.Generation(), ttl, uuid.NewString()), TTL: ttl, owner: owner, seq: s.Seq()}
+	if err := p.write(ctx); err != nil {
+		return nil, fmt.Errorf("commit: pin generation %s: %w", s.Generation(), err)
+	}
+	cur, _, err := pointer.Read(ctx, s.d.s)
+	if err == nil && s.Seq() < cur.GCFloor {
+		err = fmt.Errorf("%w: seq %d is below the collector's floor %d; reopen the dataset", ErrCollected, s.Seq(), cur.GCFloor)
+	}
+	if err != nil {
+		p.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; it expires anyway
 		return nil, fmt.Errorf("commit: pin generation %s: %w", s.Generation(), err)
 	}
 	return p, nil
 }
 
-// Renew extends the pin by its TTL from now.
+// write stores the pin's body. A fresh renew id makes every write's body,
+// and so its ETag, differ.
+func (p *Pin) write(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{
+		"generation": strings.Split(strings.TrimPrefix(p.Key, PinDir), "/")[0],
+		"seq":        p.seq, "owner": p.owner, "ttl_ms": p.TTL.Milliseconds(), "renew_id": uuid.NewString(),
+	})
+	_, err := p.s.Put(ctx, p.Key, strings.NewReader(string(body)), store.PutOptions{Size: int64(len(body)), ContentType: "application/json"})
+	return err
+}
+
+// Renew extends the pin by its TTL from now. It refuses, with ErrCollected,
+// a pin that has already expired by the store's clock or is gone: the
+// collector may have acted on it.
 func (p *Pin) Renew(ctx context.Context) error {
-	rc, _, err := p.s.Get(ctx, p.Key)
+	a, err := p.s.Head(ctx, p.Key)
+	if errors.Is(err, store.ErrNotExist) {
+		return fmt.Errorf("%w: pin %q is gone", ErrCollected, p.Key)
+	}
 	if err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)
 	}
-	defer rc.Close()
-	if _, err := p.s.Put(ctx, p.Key, rc, store.PutOptions{ContentType: "application/json"}); err != nil {
+	if age := a.ServerTime.Sub(a.LastModified); age >= p.TTL {
+		return fmt.Errorf("%w: pin %q expired %s ago", ErrCollected, p.Key, (age - p.TTL).Round(time.Second))
+	}
+	if err := p.write(ctx); err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)
 	}
 	return nil
