@@ -60,6 +60,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	}
 	if tx.base != nil {
 		m.Parent, m.ParentManifestSHA256, m.Seq = tx.base.Generation, tx.base.ManifestSHA256, tx.base.Seq+1
+		m.BaseCommittedAt = tx.baseCommittedAt
 	}
 	stored, err := generation.Encode(m)
 	if err != nil {

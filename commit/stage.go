@@ -33,6 +33,8 @@ type Tx struct {
 	baseETag     string
 	baseManifest *generation.Manifest // loaded on first use; see loadBase
 	stagingStart time.Time
+	// baseCommittedAt is the base pointer's Last-Modified.
+	baseCommittedAt time.Time
 
 	mu      sync.Mutex
 	entries map[string]generation.Entry
@@ -72,6 +74,7 @@ func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
 		// writes, so it bounds their Last-Modified from below, even at
 		// HTTP's one-second resolution.
 		tx.stagingStart = attrs.ServerTime.UTC()
+		tx.baseCommittedAt = p.CommittedAtServer(attrs.LastModified).UTC()
 	}
 	return tx, nil
 }

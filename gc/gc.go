@@ -151,6 +151,8 @@ type runner struct {
 	manifests map[string]*manifestInfo
 	// gens is the listing of _gen/, read once per run.
 	gens *listing
+	// renewed is when the lease was last renewed (monotonic), for refresh.
+	renewed time.Time
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
@@ -161,7 +163,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("gc: acquire lease %q: %w", LeaseName, err)
 	}
-	r.lease = l
+	r.lease, r.renewed = l, time.Now()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
@@ -190,6 +192,17 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return err
 		}
 		if ok {
+			// Pins written before the CAS but after the plan listed them
+			// must be honoured: plan again (the floor is published now, so
+			// the next plan breaks out at once). Pins written after the
+			// CAS check the floor themselves (commit.Snapshot.Pin).
+			if len(p.deleted) > 0 {
+				if newPin, err := r.newPinOnCandidate(ctx, p); err != nil {
+					return err
+				} else if newPin {
+					continue
+				}
+			}
 			break
 		}
 		if attempt == maxPlans {
@@ -219,7 +232,35 @@ func (r *runner) renew(ctx context.Context, before string) error {
 	if err := r.lease.Renew(ctx); err != nil {
 		return fmt.Errorf("gc: renew lease %q: stopped before %s: %w", LeaseName, before, err)
 	}
+	r.renewed = time.Now()
 	return nil
+}
+
+// refresh renews the lease when a third of its TTL has passed since the
+// last renewal, so that a long read phase (a deep history, a large
+// listing) does not outlive it. It is called between reads.
+func (r *runner) refresh(ctx context.Context, during string) error {
+	if r.lease == nil || time.Since(r.renewed) < r.lease.TTL()/3 {
+		return nil
+	}
+	return r.renew(ctx, "continuing "+during)
+}
+
+// newPinOnCandidate lists the pins again and reports whether an unexpired
+// one now names a generation the plan would delete.
+func (r *runner) newPinOnCandidate(ctx context.Context, p *plan) (bool, error) {
+	again := &plan{now: p.now}
+	pinned, err := r.listPins(ctx, again)
+	if err != nil {
+		return false, refuse(err)
+	}
+	for _, g := range p.deleted {
+		if pinned[g.Generation] > 0 {
+			r.log.Info("gc: a pin appeared on a generation planned for deletion; planning again", "generation", g.Generation)
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

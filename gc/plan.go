@@ -58,6 +58,9 @@ type plan struct {
 	needHorizon bool
 	// horizon is the pointer's gc_horizon once the plan is carried out.
 	horizon time.Time
+	// committedAt is when the current generation was committed, in the
+	// store's clock; the collector's pointer rewrite carries it.
+	committedAt time.Time
 	// floor is the lowest seq of the chain retained as a window from the
 	// current generation; published as the pointer's gc_floor before a
 	// chain generation is deleted, so that no rollback can reference it.
@@ -90,7 +93,8 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	if attrs.ServerTime.IsZero() {
 		return nil, refuse(fmt.Errorf("the store did not report its time when reading %s; ages cannot be judged", pointer.Key))
 	}
-	p := &plan{ptr: ptr, etag: attrs.ETag, now: attrs.ServerTime.UTC(), horizon: ptr.GCHorizon}
+	p := &plan{ptr: ptr, etag: attrs.ETag, now: attrs.ServerTime.UTC(), horizon: ptr.GCHorizon,
+		committedAt: ptr.CommittedAtServer(attrs.LastModified)}
 	p.cutoff = p.now.Add(-allowance(r.o.OrphanAge))
 
 	chain, err := r.walk(ctx, ptr, p)
@@ -113,8 +117,18 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	for i, mi := range chain {
 		gen := mi.m.Generation
 		inChain[gen] = mi.m
-		if i > 0 {
-			supersededAt[gen] = chain[i-1].modified
+		// When was chain[i] superseded, that is, when did chain[i-1]
+		// commit? In the store's clock, and never earlier than it was (an
+		// error that way could collect inside the grace): for the current
+		// generation's parent, the pointer's Last-Modified; deeper, the
+		// Last-Modified of the pointer naming chain[i-1] as chain[i-2]'s
+		// writer read it, or failing that its staging start, which comes
+		// after that read.
+		switch {
+		case i == 1:
+			supersededAt[gen] = ptr.CommittedAtServer(attrs.LastModified)
+		case i >= 2:
+			supersededAt[gen] = cmp.Or(chain[i-2].m.BaseCommittedAt, chain[i-2].m.StagingStart)
 		}
 		var reason string
 		switch {
@@ -122,8 +136,8 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 			reason = "current"
 		case i <= r.o.Keep:
 			reason = fmt.Sprintf("ancestor %d of the %d kept", i, r.o.Keep)
-		case r.o.Grace > 0 && p.now.Sub(chain[i-1].modified) < allowance(r.o.Grace):
-			reason = fmt.Sprintf("superseded %s ago, within the %s grace", fmtAge(p.now.Sub(chain[i-1].modified)), r.o.Grace)
+		case r.o.Grace > 0 && p.now.Sub(supersededAt[gen]) < allowance(r.o.Grace):
+			reason = fmt.Sprintf("superseded %s ago, within the %s grace", fmtAge(p.now.Sub(supersededAt[gen])), r.o.Grace)
 		case pinned[gen] > 0:
 			reason = pinReason(pinned[gen])
 		default:
@@ -282,6 +296,9 @@ func (r *runner) walk(ctx context.Context, ptr *pointer.Pointer, p *plan) ([]*ma
 	}
 	chain := []*manifestInfo{cur}
 	for child := cur.m; child.Parent != ""; {
+		if err := r.refresh(ctx, "reading the history"); err != nil {
+			return nil, err
+		}
 		mi, err := r.manifest(ctx, child.Parent, child.ParentManifestSHA256, "its child "+child.Generation)
 		if errors.Is(err, store.ErrNotExist) {
 			if len(chain) <= r.o.Keep {
@@ -373,6 +390,9 @@ func (r *runner) list(ctx context.Context) (*listing, error) {
 	for o, err := range store.List(ctx, r.s, generation.Dir, "", "") {
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", generation.Dir, err)
+		}
+		if err := r.refresh(ctx, "listing "+generation.Dir); err != nil {
+			return nil, err
 		}
 		gen := generation.FromKey(o.Key)
 		if gen == "" {

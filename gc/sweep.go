@@ -34,6 +34,7 @@ func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 	next := *p.ptr
 	next.GCHorizon = p.horizon
 	next.GCFloor = max(p.ptr.GCFloor, p.floor)
+	next.GCCommittedAt = p.committedAt
 	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
 	if werr == nil {
 		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq)

@@ -50,11 +50,16 @@ type Manifest struct {
 	// StagingStart is a server time taken before the first object of the
 	// generation was written. A collector horizon at or past it means some
 	// of the generation's objects may have been collected.
-	StagingStart time.Time         `json:"staging_start"`
-	Writer       string            `json:"writer,omitempty"`
-	Message      string            `json:"message,omitempty"`
-	Meta         map[string]string `json:"meta,omitempty"`
-	Entries      []Entry           `json:"entries"`
+	StagingStart time.Time `json:"staging_start"`
+	// BaseCommittedAt is the Last-Modified of the pointer naming Parent, as
+	// read before staging: in the store's clock, when Parent was committed
+	// (or later, if the collector rewrote the pointer since). The collector
+	// judges Parent's parent's supersession age by it.
+	BaseCommittedAt time.Time         `json:"base_committed_at,omitzero"`
+	Writer          string            `json:"writer,omitempty"`
+	Message         string            `json:"message,omitempty"`
+	Meta            map[string]string `json:"meta,omitempty"`
+	Entries         []Entry           `json:"entries"`
 }
 
 // Entry is one file of a generation.

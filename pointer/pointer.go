@@ -61,6 +61,11 @@ type Pointer struct {
 	// collected, so a commit that references their objects (a rollback)
 	// is refused.
 	GCFloor uint64 `json:"gc_floor,omitempty"`
+	// GCCommittedAt is set only when the collector rewrites the pointer:
+	// the store's time at which this generation was committed, which the
+	// rewrite would otherwise hide (a commit's own Last-Modified is that
+	// time). Commits leave it zero.
+	GCCommittedAt time.Time `json:"gc_committed_at,omitzero"`
 
 	// Informational.
 	CommittedAt time.Time         `json:"committed_at,omitzero"`
@@ -174,4 +179,13 @@ func (p *Pointer) Validate() error {
 		return bad("manifest sha256 %q", p.ManifestSHA256)
 	}
 	return nil
+}
+
+// CommittedAtServer returns the store's time at which p's generation was
+// committed, given the Last-Modified of the pointer object p was read from.
+func (p *Pointer) CommittedAtServer(lastModified time.Time) time.Time {
+	if !p.GCCommittedAt.IsZero() {
+		return p.GCCommittedAt
+	}
+	return lastModified
 }

@@ -348,7 +348,9 @@ func (s *Store) createTemp(dir string) (*os.File, error) {
 		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == 20 {
 			return f, err
 		}
-		if err := s.mkdirs(dir); err != nil {
+		// A concurrent delete may prune a directory mkdirs just made;
+		// that is ENOENT again, and worth another attempt.
+		if err := s.mkdirs(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 	}
