@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,7 +21,13 @@ import (
 	"github.com/commitptr/commitptr/store/s3"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) {
+	code := s3server.Main(m)
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath)) // the publish binary of the crash tests
+	}
+	os.Exit(code)
+}
 
 // long reports whether COMMITPTR_LONG asks for the long runs.
 func long() bool {
