@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"time"
@@ -70,9 +71,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, generation.ManifestKey(tx.gen))
 	tx.mu.Unlock()
-	if _, err := tx.d.s.Put(ctx, generation.ManifestKey(tx.gen), bytes.NewReader(stored), store.PutOptions{
-		IfNoneMatch: true, Size: int64(len(stored)), ContentType: "application/json",
-	}); err != nil {
+	if err := tx.putManifest(ctx, stored); err != nil {
 		// The pointer is untouched, so this generation cannot be live.
 		return nil, tx.abort(ctx, fmt.Errorf("commit: write manifest: %w", err))
 	}
@@ -111,7 +110,12 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		// Whatever the error, the write may have landed (a lost response,
 		// or an SDK retry that hit our own write and got 412). Read back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
-		got, attrs, rerr := pointer.Read(rctx, tx.d.s)
+		var got *pointer.Pointer
+		var attrs store.Attrs
+		rerr := retryRead(rctx, tx.d.retry, func() (err error) {
+			got, attrs, err = pointer.Read(rctx, tx.d.s)
+			return err
+		})
 		var o outcome
 		if rerr == nil {
 			o, err = tx.resolve(rctx, got, next)
@@ -188,7 +192,11 @@ func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint
 	}
 	gen := p.Parent
 	for s := p.Seq - 1; gen != ""; s-- {
-		m, err := d.loadManifest(ctx, gen, "")
+		var m *generation.Manifest
+		err := retryRead(ctx, d.retry, func() (err error) {
+			m, err = d.loadManifest(ctx, gen, "")
+			return err
+		})
 		if err != nil {
 			return "", err
 		}
@@ -236,4 +244,62 @@ func (tx *Tx) discardQuietly(ctx context.Context) {
 	if err := tx.discard(dctx); err != nil {
 		tx.d.log.Warn("discard failed; the orphan sweep will remove the objects", "generation", tx.gen, "error", err)
 	}
+}
+
+// putManifest writes the manifest, create-if-absent. Its key is unique to
+// this generation, so a precondition failure can only be our own earlier
+// attempt (an SDK retry after a lost response): it is settled by reading
+// the manifest back. Conflicts and transient failures are retried.
+func (tx *Tx) putManifest(ctx context.Context, stored []byte) error {
+	key := generation.ManifestKey(tx.gen)
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if serr := sleep(ctx, tx.d.retry.backoff(attempt-1)); serr != nil {
+				return errors.Join(err, serr)
+			}
+		}
+		_, err = tx.d.s.Put(ctx, key, bytes.NewReader(stored), store.PutOptions{
+			IfNoneMatch: true, Size: int64(len(stored)), ContentType: "application/json",
+		})
+		if err == nil || !errors.Is(err, store.ErrPrecondition) {
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		rc, _, gerr := tx.d.s.Get(ctx, key)
+		if gerr != nil {
+			err = errors.Join(err, gerr)
+			continue
+		}
+		got, rerr := io.ReadAll(io.LimitReader(rc, int64(len(stored))+1))
+		rc.Close()
+		if rerr == nil && bytes.Equal(got, stored) {
+			return nil // our own write, landed earlier
+		}
+		return fmt.Errorf("%w: another manifest is at %q", err, key)
+	}
+	return err
+}
+
+// retryRead runs a read up to four times while it fails in a way a retry
+// may cure: not a missing object, not corrupt content, and not a done
+// context. Settling an uncertain outcome on one failed read would turn it
+// into an unknown one for nothing.
+func retryRead(ctx context.Context, r Retry, read func() error) error {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if serr := sleep(ctx, r.backoff(attempt-1)); serr != nil {
+				return err
+			}
+		}
+		err = read()
+		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, ErrCollected) ||
+			errors.Is(err, generation.ErrCorrupt) || errors.Is(err, pointer.ErrCorrupt) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }

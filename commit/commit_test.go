@@ -749,3 +749,18 @@ func TestPinFloorAndExpiry(t *testing.T) {
 	require.ErrorIs(t, err, commit.ErrCollected, "a generation below the floor cannot be pinned")
 	assert.Len(t, keysUnder(t, s, commit.PinDir), 1, "only the first, expired pin is left; the refused one was removed")
 }
+
+// TestManifestSpurious412: the manifest PUT lands, its response is lost and
+// the SDK's retry gets 412 from our own write. The commit goes on.
+func TestManifestSpurious412(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			fs := faultstore.New(f.New(t))
+			d := commit.New(fs)
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.AfterRetry, Times: 100})
+			p, err := publish(t, d, map[string]string{"a": "1"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
+		})
+	}
+}

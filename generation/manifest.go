@@ -21,8 +21,13 @@ const Format = 1
 const (
 	// MaxStored is the largest stored (possibly compressed) manifest accepted.
 	MaxStored = 256 << 20
-	// MaxDecoded is the largest manifest accepted after decompression.
-	MaxDecoded = 1 << 30
+	// MaxDecoded is the largest manifest accepted after decompression
+	// (about two million files).
+	MaxDecoded = 512 << 20
+	// MaxRatio caps decompression at this many times the stored size (plus
+	// 1 MiB), so that a small, hostile manifest cannot make a reader
+	// allocate MaxDecoded. Real manifests compress about 4:1.
+	MaxRatio = 64
 	// CompressAbove is the encoded size above which Encode compresses.
 	CompressAbove = 64 << 10
 )
@@ -133,17 +138,19 @@ func Decode(stored []byte) (*Manifest, error) {
 	}
 	b := stored
 	if bytes.HasPrefix(stored, zstdMagic) {
-		dec, err := zstd.NewReader(bytes.NewReader(stored), zstd.WithDecoderMaxMemory(MaxDecoded), zstd.WithDecoderConcurrency(1))
+		limit := min(int64(MaxDecoded), int64(len(stored))*MaxRatio+1<<20)
+		dec, err := zstd.NewReader(bytes.NewReader(stored), zstd.WithDecoderMaxMemory(uint64(limit)),
+			zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		defer dec.Close()
-		b, err = io.ReadAll(io.LimitReader(dec, MaxDecoded+1))
+		b, err = io.ReadAll(io.LimitReader(dec, limit+1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: decompress: %v", ErrCorrupt, err)
 		}
-		if len(b) > MaxDecoded {
-			return nil, fmt.Errorf("%w: more than %d bytes decompressed", ErrCorrupt, MaxDecoded)
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%w: decompresses to more than %d bytes (%d stored)", ErrCorrupt, limit, len(stored))
 		}
 	}
 	var probe struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -144,6 +145,10 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 		// Expired or released: take it over with the next token, on the
 		// ETag we judged. A 412 means someone else changed it first.
 		judged := obs.etag
+		if obs.rec.Token == math.MaxUint64 {
+			// The next token would wrap to 0 and break the fencing order.
+			return nil, fmt.Errorf("lease %q: acquire: %w: token %d cannot grow", a.name, ErrCorrupt, obs.rec.Token)
+		}
 		step++
 		l, o, exists, werr, err := a.write(ctx, obs.rec.Token+1, store.PutOptions{IfMatch: judged})
 		if l != nil || err != nil {

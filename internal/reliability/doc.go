@@ -17,15 +17,14 @@
 //   - security_test.go checks size caps on parsed bodies, that credentials
 //     never appear in errors or CLI output, and the fs driver's file modes.
 //   - fuzz_test.go fuzzes lease objects through lease.Status and
-//     lease.TryAcquire; knownbugs_test.go pins bugs found here that their
-//     owners have yet to fix (COMMITPTR_STRICT=1 makes them fail).
+//     lease.TryAcquire; regressions_test.go keeps the bugs found here
+//     fixed.
 //
 // Knobs, all environment variables:
 //
 //	COMMITPTR_LONG=1          long mode: 30,000 linearizability operations on mem, fs,
 //	                          s3 and minio; 200 crash trials per command on fs and s3
 //	COMMITPTR_SOAK=10m        soak duration per driver, drivers in parallel (default 8s; 0 skips)
-//	COMMITPTR_STRICT=1        known bugs fail instead of being logged
 //	COMMITPTR_SEED=n          fault seed (default: fixed per test)
 //	COMMITPTR_ARTIFACTS=dir   where failing histories and their HTML go
 //
