@@ -327,14 +327,9 @@ func (r *runner) manifest(ctx context.Context, gen, wantSHA, who string) (*manif
 	key := generation.ManifestKey(gen)
 	mi, ok := r.manifests[gen]
 	if !ok {
-		rc, attrs, err := r.s.Get(ctx, key)
+		b, attrs, err := r.readRetrying(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("read manifest of generation %s: %w", gen, err)
-		}
-		b, err := io.ReadAll(io.LimitReader(rc, generation.MaxStored+1))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read manifest %q: %w", key, err)
 		}
 		sum := sha256.Sum256(b)
 		if wantSHA != "" && hex.EncodeToString(sum[:]) != wantSHA {
@@ -440,4 +435,35 @@ func fmtAge(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// readRetrying reads a whole object, retrying up to three more times on
+// failures that a retry may cure: one lost response must not make a whole
+// collection refuse. A missing object is returned at once.
+func (r *runner) readRetrying(ctx context.Context, key string) ([]byte, store.Attrs, error) {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if serr := sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+				return nil, store.Attrs{}, err
+			}
+		}
+		var rc io.ReadCloser
+		var attrs store.Attrs
+		rc, attrs, err = r.s.Get(ctx, key)
+		if errors.Is(err, store.ErrNotExist) || errors.Is(err, store.ErrAccess) {
+			return nil, store.Attrs{}, err
+		}
+		if err != nil {
+			continue
+		}
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(rc, generation.MaxStored+1))
+		rc.Close()
+		if err == nil {
+			return b, attrs, nil
+		}
+		err = fmt.Errorf("read %q: %w", key, err)
+	}
+	return nil, store.Attrs{}, err
 }
