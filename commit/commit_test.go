@@ -475,6 +475,7 @@ func TestUpdateObjectCounter(t *testing.T) {
 		const workers, incs = 16, 50
 		retry := commit.Retry{Attempts: 1000, Base: time.Millisecond, Max: 50 * time.Millisecond}
 		var wg sync.WaitGroup
+		var ok, unknown atomic.Int64
 		errs := make(chan error, workers)
 		for range workers {
 			wg.Go(func() {
@@ -489,7 +490,14 @@ func TestUpdateObjectCounter(t *testing.T) {
 						}
 						return []byte(strconv.Itoa(n + 1)), nil
 					})
-					if err != nil {
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.Is(err, commit.ErrCommitUnknown):
+						// Honest, and rare: more than 40 writes landed
+						// between this writer's read and its read-back.
+						unknown.Add(1)
+					default:
 						errs <- err
 						return
 					}
@@ -505,7 +513,13 @@ func TestUpdateObjectCounter(t *testing.T) {
 		require.NoError(t, err)
 		defer rc.Close()
 		b, _ := io.ReadAll(rc)
-		assert.Equal(t, strconv.Itoa(workers*incs), string(b))
+		n, err := strconv.Atoi(string(b))
+		require.NoError(t, err)
+		assert.EqualValues(t, workers*incs, ok.Load()+unknown.Load())
+		assert.GreaterOrEqual(t, int64(n), ok.Load(), "a lost update leaves the counter short")
+		assert.LessOrEqual(t, int64(n), ok.Load()+unknown.Load(), "an update applied twice pushes the counter over")
+		assert.Less(t, unknown.Load(), int64(workers*incs/20), "unknown outcomes must stay rare")
+		t.Logf("counter %d: %d ok, %d unknown", n, ok.Load(), unknown.Load())
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,12 +100,22 @@ func (d *Dataset) Update(ctx context.Context, opts CommitOptions, fn func(ctx co
 // MaxObjectSize caps the body UpdateObject reads.
 const MaxObjectSize = 64 << 20
 
-// The metadata keys that carry UpdateObject's write id and that of the
-// version it replaced.
+// UpdateObject's metadata: lineageMeta holds the write ids of the last
+// lineageDepth versions of the object, newest (its own) first,
+// comma-separated; originMeta the id of the write that created the object.
 const (
-	writeIDMeta  = "commitptr-write-id"
-	parentIDMeta = "commitptr-parent-write-id"
+	lineageMeta  = "commitptr-lineage"
+	originMeta   = "commitptr-origin"
+	lineageDepth = 40
 )
+
+func lineage(a store.Attrs) []string {
+	v := a.Metadata[lineageMeta]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
 
 // UpdateObject runs a read-modify-write of one shared object: it reads the
 // body and ETag (exists is false when the object is absent), calls fn, and
@@ -111,24 +123,31 @@ const (
 // absent. On a lost race it backs off with jitter and runs fn again, up to
 // retry.Attempts. fn must be safe to re-run.
 //
-// A write with an ambiguous outcome is resolved by reading the object back:
-// each write carries a fresh write id in its metadata, and the id of the
-// version it replaced. If the version there carries, or names as its
-// parent, any id this call has sent, fn's result was applied; this also
-// catches a write that lands late, after the call already retried. If the
-// object is unchanged, the write did not land (yet) and is retried. A refused write (412 or 409) with
-// someone else's version there is a loss and is retried. Any other
-// failure returns ErrCommitUnknown, because our write may have landed and
-// been overwritten since.
+// Each write carries a fresh write id and, in its metadata, the lineage of
+// the last 40 versions' ids and the id of the write that created the
+// object. A failed write is settled by reading the
+// object back: if the version there has any id this call sent in its
+// lineage, fn's result was applied (this also catches a write that lands
+// late, after the call already retried). If the object is unchanged, or its
+// lineage reaches back to the version this attempt read without passing
+// through ours, the write provably did not land, and the call retries.
+// Anything else, including a failed read-back, returns ErrCommitUnknown:
+// the write may have landed.
 func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, fn func(old []byte, exists bool) ([]byte, error)) (store.Attrs, error) {
 	var last error
-	// sent holds the write id of every PUT this call has sent. A PUT that
-	// failed may still land later, so any version that carries one of
-	// these ids, or names one as its parent, proves that fn's result was
-	// applied, and fn must not run again.
+	// sent holds the write id of every PUT this call has sent; any of them
+	// may land, even after the call has moved on.
 	sent := map[string]bool{}
 	ours := func(a store.Attrs) bool {
-		return sent[a.Metadata[writeIDMeta]] || sent[a.Metadata[parentIDMeta]]
+		if sent[a.Metadata[originMeta]] {
+			return true
+		}
+		for _, id := range lineage(a) {
+			if sent[id] {
+				return true
+			}
+		}
+		return false
 	}
 	for attempt := 0; attempt < max(retry.Attempts, 1); attempt++ {
 		if attempt > 0 {
@@ -138,6 +157,10 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 		}
 		old, cur, err := readObject(ctx, s, key)
 		if err != nil {
+			if len(sent) > 0 {
+				// An earlier attempt's write may still land.
+				return store.Attrs{}, fmt.Errorf("%w: update %q: %v", ErrCommitUnknown, key, err)
+			}
 			return store.Attrs{}, err
 		}
 		if cur.ETag != "" && ours(cur) {
@@ -149,36 +172,61 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 		}
 		id := uuid.NewString()
 		sent[id] = true
+		lin := append([]string{id}, lineage(cur)...)
+		origin := cur.Metadata[originMeta]
+		if cur.ETag == "" {
+			origin = id
+		}
 		attrs, err := s.Put(ctx, key, bytes.NewReader(body), store.PutOptions{
 			IfMatch: cur.ETag, IfNoneMatch: cur.ETag == "", Size: int64(len(body)),
-			Metadata: map[string]string{writeIDMeta: id, parentIDMeta: cur.Metadata[writeIDMeta]},
+			Metadata: map[string]string{
+				lineageMeta: strings.Join(lin[:min(len(lin), lineageDepth)], ","),
+				originMeta:  origin,
+			},
 		})
 		if err == nil {
 			return attrs, nil
 		}
 		last = err
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
-		now, herr := s.Head(rctx, key)
+		var now store.Attrs
+		herr := retryRead(rctx, retry, func() (err error) {
+			now, err = s.Head(rctx, key)
+			return err
+		})
 		cancel()
+		absent := errors.Is(herr, store.ErrNotExist)
 		switch {
-		case herr != nil && !errors.Is(herr, store.ErrNotExist):
-			// Without a read-back there is no telling, not even after a
-			// 412: an SDK retry may have hit our own applied write.
+		case herr != nil && !absent:
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
-		case herr == nil && ours(now):
-			return now, nil // landed, possibly with another write built on it
-		case herr == nil && now.ETag == cur.ETag:
+		case !absent && ours(now):
+			return now, nil // landed, possibly with other writes built on it
+		case absent && cur.ETag == "", !absent && now.ETag == cur.ETag:
 			// unchanged: our write did not land (yet; see sent)
-		case herr != nil && cur.ETag == "":
-			// still absent: our create did not land (yet; see sent)
-		case herr == nil && (errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)):
-			// A clean loss: the store refused our write, and someone
-			// else's version is there.
+		case !absent && descendsWithoutUs(now, lineage(cur), cur.ETag == ""):
+			// A clean loss: the versions since the one we read are all
+			// someone else's.
 		default:
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
 		}
 	}
 	return store.Attrs{}, fmt.Errorf("commit: update %q gave up after %d attempts: %w", key, retry.Attempts, last)
+}
+
+// descendsWithoutUs reports whether the version now provably follows the
+// version read (whose lineage is base; absent when the object did not
+// exist) through writes that are all someone else's, so that our write,
+// conditioned on the version read, can never land. The caller has checked
+// that none of our ids is in now's lineage or origin.
+func descendsWithoutUs(now store.Attrs, base []string, absent bool) bool {
+	if absent {
+		// Our create would have been the origin.
+		return now.Metadata[originMeta] != ""
+	}
+	if len(base) == 0 {
+		return false // the version read carried no id: no proof
+	}
+	return slices.Contains(lineage(now), base[0])
 }
 
 // readObject returns the body and attributes of key; the attributes
