@@ -124,6 +124,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		// Readers verify every object's sha256 against its manifest while
+		// streaming; the SDK's own CRC of each download would be a second
+		// pass over the same bytes.
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
 	endpoint := aws.ToString(client.Options().BaseEndpoint)
 	if endpoint == "" {
