@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/commitptr/commitptr/internal/strictjson"
 )
 
 // Format is the manifest format version this package writes and reads.
@@ -153,19 +155,8 @@ func Decode(stored []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("%w: decompresses to more than %d bytes (%d stored)", ErrCorrupt, limit, len(stored))
 		}
 	}
-	var probe struct {
-		Format int `json:"format"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	if probe.Format != Format {
-		return nil, fmt.Errorf("%w: unknown format %d (this version reads %d)", ErrCorrupt, probe.Format, Format)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m Manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := strictjson.Decode(b, Format, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/strictjson"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -133,19 +134,8 @@ func Decode(b []byte) (*Pointer, error) {
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxSize)
 	}
-	var probe struct {
-		Format int `json:"format"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	if probe.Format != Format {
-		return nil, fmt.Errorf("%w: unknown format %d (this version reads %d)", ErrCorrupt, probe.Format, Format)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var p Pointer
-	if err := dec.Decode(&p); err != nil {
+	if err := strictjson.Decode(b, Format, &p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := p.Validate(); err != nil {
