@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -28,6 +29,10 @@ import (
 // bodies, and bodies of unknown size that turn out larger, go up as a
 // multipart upload.
 const PartThreshold = 16 << 20
+
+// maxIdleConns is the connection pool size, kept well above the number of
+// requests commitptr runs at once (16 by default, --concurrency to raise).
+const maxIdleConns = 256
 
 // partSize is the size of each part of a multipart upload.
 const partSize = 8 << 20
@@ -98,7 +103,16 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}
 
-	var load []func(*config.LoadOptions) error
+	// The SDK keeps 10 idle connections per host by default; commitptr
+	// uploads and downloads 16 or more objects at once, so it would
+	// reconnect constantly. The buildable client keeps AWS_CA_BUNDLE
+	// working.
+	load := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConns = maxIdleConns
+			t.MaxIdleConnsPerHost = maxIdleConns
+		})),
+	}
 	if opts.Region != "" {
 		load = append(load, config.WithRegion(opts.Region))
 	}
