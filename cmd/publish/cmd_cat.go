@@ -38,15 +38,7 @@ exit status is then 1 and the output must not be used.` + exitStatus(exitOK, exi
 }
 
 func runCat(ctx context.Context, opts catOptions, stdout, _ io.Writer) error {
-	ref, err := opts.Ref.ref()
-	if err != nil {
-		return err
-	}
-	d, err := opts.openDataset(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	snap, err := opts.openRef(ctx, opts.URL, opts.Ref)
 	if err != nil {
 		return err
 	}

@@ -49,15 +49,7 @@ unchanged file). --json writes the manifest entries.` + exitStatus(exitOK, exitE
 }
 
 func runLs(ctx context.Context, opts lsOptions, stdout, _ io.Writer) error {
-	ref, err := opts.Ref.ref()
-	if err != nil {
-		return err
-	}
-	d, err := opts.openDataset(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	snap, err := opts.openRef(ctx, opts.URL, opts.Ref)
 	if err != nil {
 		return err
 	}

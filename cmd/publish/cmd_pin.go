@@ -66,15 +66,7 @@ func runPin(ctx context.Context, opts pinOptions, stdout, _ io.Writer) error {
 	if opts.TTL <= 0 {
 		return usagef("--ttl must be positive")
 	}
-	ref, err := opts.Ref.ref()
-	if err != nil {
-		return err
-	}
-	d, err := opts.openDataset(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	snap, err := opts.openRef(ctx, opts.URL, opts.Ref)
 	if err != nil {
 		return err
 	}

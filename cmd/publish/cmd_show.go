@@ -80,15 +80,7 @@ type showResult struct {
 }
 
 func runShow(ctx context.Context, opts showOptions, stdout, _ io.Writer) error {
-	ref, err := opts.Ref.ref()
-	if err != nil {
-		return err
-	}
-	d, err := opts.openDataset(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	snap, err := opts.openRef(ctx, opts.URL, opts.Ref)
 	if err != nil {
 		return err
 	}

@@ -166,6 +166,19 @@ func openSnapshot(ctx context.Context, d *commit.Dataset, rawURL, ref string) (*
 	return snap, describe(rawURL, err)
 }
 
+// openRef opens the dataset at rawURL and the snapshot r selects.
+func (g *globalOptions) openRef(ctx context.Context, rawURL string, r refFlags) (*commit.Snapshot, error) {
+	ref, err := r.ref()
+	if err != nil {
+		return nil, err
+	}
+	d, err := g.openDataset(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return openSnapshot(ctx, d, rawURL, ref)
+}
+
 // isTerminal reports whether w is a terminal, for progress bars.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
