@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -146,7 +147,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 				cur, etag = got, attrs.ETag
 			}
 			if errors.Is(werr, store.ErrConflict) {
-				sleep(ctx, tx.d.retry.backoff(attempt))
+				ctxtime.Sleep(ctx, tx.d.retry.backoff(attempt))
 			}
 		}
 	}
@@ -255,7 +256,7 @@ func (tx *Tx) putManifest(ctx context.Context, stored []byte) error {
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {
-			if serr := sleep(ctx, tx.d.retry.backoff(attempt-1)); serr != nil {
+			if serr := ctxtime.Sleep(ctx, tx.d.retry.backoff(attempt-1)); serr != nil {
 				return errors.Join(err, serr)
 			}
 		}
@@ -291,7 +292,7 @@ func retryRead(ctx context.Context, r Retry, read func() error) error {
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {
-			if serr := sleep(ctx, r.backoff(attempt-1)); serr != nil {
+			if serr := ctxtime.Sleep(ctx, r.backoff(attempt-1)); serr != nil {
 				return err
 			}
 		}

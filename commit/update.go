@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -41,20 +42,6 @@ func (r Retry) backoff(attempt int) time.Duration {
 	return rand.N(d)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Update runs a read-modify-write of the whole dataset: it begins a Tx on
 // the current generation with every file kept (KeepAll), runs fn, and
 // commits. When another writer wins, or the collector's horizon makes the
@@ -68,7 +55,7 @@ func (d *Dataset) Update(ctx context.Context, opts CommitOptions, fn func(ctx co
 	var last error
 	for attempt := 0; attempt < max(d.retry.Attempts, 1); attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, d.retry.backoff(attempt-1)); err != nil {
+			if err := ctxtime.Sleep(ctx, d.retry.backoff(attempt-1)); err != nil {
 				return nil, err
 			}
 		}
@@ -151,7 +138,7 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 	}
 	for attempt := 0; attempt < max(retry.Attempts, 1); attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, retry.backoff(attempt-1)); err != nil {
+			if err := ctxtime.Sleep(ctx, retry.backoff(attempt-1)); err != nil {
 				return store.Attrs{}, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 )
@@ -209,7 +210,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return fmt.Errorf("gc: the pointer changed under every one of %d plans; try again later", attempt)
 		}
 		r.log.Debug("gc: the pointer changed before the horizon was published; planning again", "attempt", attempt)
-		if err := sleep(ctx, rand.N(time.Duration(attempt)*50*time.Millisecond)); err != nil {
+		if err := ctxtime.Sleep(ctx, rand.N(time.Duration(attempt)*50*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -261,15 +262,4 @@ func (r *runner) newPinOnCandidate(ctx context.Context, p *plan) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -444,7 +445,7 @@ func (r *runner) readRetrying(ctx context.Context, key string) ([]byte, store.At
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {
-			if serr := sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+			if serr := ctxtime.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
 				return nil, store.Attrs{}, err
 			}
 		}

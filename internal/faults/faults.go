@@ -23,7 +23,6 @@
 package faults
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -310,19 +309,4 @@ func (e *Error) Temporary() bool { return true }
 func IsInjected(err error) bool {
 	_, ok := errors.AsType[*Error](err)
 	return ok
-}
-
-// sleep waits for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -42,7 +43,7 @@ func (f *faultStore) run(ctx context.Context, op store.Op, key string, cond bool
 		case none, Cut:
 			return call(k)
 		case Latency:
-			if err := sleep(ctx, lat); err != nil {
+			if err := ctxtime.Sleep(ctx, lat); err != nil {
 				return store.Wrap(op.String(), key, nil, err)
 			}
 			return call(k)
@@ -59,7 +60,7 @@ func (f *faultStore) run(ctx context.Context, op store.Op, key string, cond bool
 		if attempt >= f.retries {
 			return store.Wrap(op.String(), key, nil, ferr)
 		}
-		if err := sleep(ctx, time.Millisecond<<attempt); err != nil {
+		if err := ctxtime.Sleep(ctx, time.Millisecond<<attempt); err != nil {
 			return store.Wrap(op.String(), key, nil, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -84,7 +85,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case none:
 		return t.base.RoundTrip(req)
 	case Latency:
-		if err := sleep(req.Context(), lat); err != nil {
+		if err := ctxtime.Sleep(req.Context(), lat); err != nil {
 			closeBody(req)
 			return nil, err
 		}
