@@ -111,6 +111,7 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 		race   bool
 		create = !readFirst
 		last   error
+		lost   bool // the last write lost to someone else's
 	)
 	for step := 0; step < maxSteps; {
 		if create {
@@ -156,6 +157,7 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 		}
 		last = werr
 		obs, have, create = o, exists, !exists
+		lost = exists && o.etag != judged
 		switch {
 		case !exists:
 			// Gone (deleted by hand): create it anew.
@@ -166,6 +168,12 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 		default:
 			return nil, fmt.Errorf("lease %q: take over: %w", a.name, werr)
 		}
+	}
+	if lost {
+		// Others keep taking the lease (and, by the time we look, giving
+		// it back): it is in use, which is what a HeldError says. The
+		// caller may try again later, as after any lost race.
+		return nil, obs.held(a.name, true)
 	}
 	return nil, fmt.Errorf("lease %q: acquire: too much contention after %d writes: %w", a.name, maxSteps, last)
 }
@@ -179,7 +187,9 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 // lease is taken over with a PUT If-Match on the ETag just read, with the
 // next token. If the lease is held, TryAcquire returns a *HeldError (after
 // 1 PUT + 1 GET); if another client took the free lease over first, the
-// *HeldError also matches ErrRace.
+// *HeldError also matches ErrRace. So does losing every takeover of a
+// busy lease that others keep taking and releasing: TryAcquire gives up
+// after 4 writes and says who wrote last.
 //
 // A write whose outcome is uncertain (timeout, 5xx, 409, or a 412 after an
 // SDK retry) is resolved by reading the lease back: if it carries our write

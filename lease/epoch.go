@@ -140,7 +140,9 @@ func writeHint(ctx context.Context, s store.Store, name string, epoch uint64) {
 func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint64, error) {
 	prefix := epochPrefix(a.name)
 	race := false
+	var lost *observation // the last step's create lost to this epoch
 	for step := 0; step < maxSteps; step++ {
+		lost = nil
 		listedAt := a.o.Clock.Now()
 		latest, listed, err := latestEpoch(ctx, a.s, a.name, from)
 		if err != nil {
@@ -194,7 +196,13 @@ func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint6
 			if !obs.expired() {
 				return nil, from, obs.held(a.name, true)
 			}
+			lost = &obs
 		}
+	}
+	if lost != nil {
+		// Others keep creating epochs (and releasing them by the time we
+		// look): the lock is in use, as after any lost race.
+		return nil, from, lost.held(a.name, true)
 	}
 	return nil, from, fmt.Errorf("epoch lock %q: acquire: too much contention after %d tries", a.name, maxSteps)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -593,3 +594,65 @@ func TestContendedGoroutines(t *testing.T) {
 }
 
 var sprintf = fmt.Sprintf
+
+// churnStore lets another client acquire and release the lease before each
+// of our takeover writes (and each create of a "leader" epoch) reaches the
+// store: the lease is free whenever we look, and taken whenever we write.
+type churnStore struct {
+	store.Store
+	other func()
+}
+
+func (c churnStore) Put(ctx context.Context, key string, r io.Reader, o store.PutOptions) (store.Attrs, error) {
+	if o.IfMatch != "" || (o.IfNoneMatch && strings.HasPrefix(key, lease.Dir+"leader/")) {
+		c.other()
+	}
+	return c.Store.Put(ctx, key, r, o)
+}
+
+// TestTryAcquireChurn: a client that loses every takeover race to a busy
+// lease hears that the lease is taken (ErrHeld, ErrRace), not a failure it
+// cannot act on. A collector that runs often must be able to tell "someone
+// else is collecting" from "the store is broken".
+func TestTryAcquireChurn(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	first, err := lease.TryAcquire(ctx, s, "gc", opts("b", time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+	cycles := 0
+	cs := churnStore{Store: s, other: func() {
+		l, err := lease.TryAcquire(ctx, s, "gc", opts("b", time.Minute))
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		cycles++
+	}}
+	_, err = lease.TryAcquire(ctx, cs, "gc", opts("a", time.Minute))
+	he := requireHeld(t, err)
+	assert.ErrorIs(t, err, lease.ErrRace)
+	assert.True(t, he.Race)
+	assert.Equal(t, "b", he.Owner)
+	assert.Positive(t, cycles)
+}
+
+// TestTryAcquireEpochChurn: the same for an epoch lock whose every new
+// epoch is created, and released, by someone else first.
+func TestTryAcquireEpochChurn(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	first, err := lease.TryAcquireEpoch(ctx, s, "leader", opts("b", time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+	cycles := 0
+	cs := churnStore{Store: s, other: func() {
+		l, err := lease.TryAcquireEpoch(ctx, s, "leader", opts("b", time.Minute))
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		cycles++
+	}}
+	_, err = lease.TryAcquireEpoch(ctx, cs, "leader", opts("a", time.Minute))
+	he := requireHeld(t, err)
+	assert.ErrorIs(t, err, lease.ErrRace)
+	assert.Equal(t, "b", he.Owner)
+	assert.Positive(t, cycles)
+}
