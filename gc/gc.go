@@ -224,7 +224,10 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if err := r.dropPins(ctx, p.expiredPins); err != nil {
 		return err
 	}
-	return r.cleanupEpochs(ctx)
+	if err := r.cleanupEpochs(ctx); err != nil {
+		return err
+	}
+	return r.sweepLeftovers(ctx)
 }
 
 // renew renews the lease before an action that writes, and stops the run if

@@ -36,6 +36,11 @@ type Report struct {
 	// epochs.
 	PinsDropped   int
 	EpochsDropped int
+	// Leftovers counts the pieces of interrupted writes that the driver
+	// removed, files it writes before publishing an object (the fs
+	// driver's temp files) and older than the orphan age. A dry run does
+	// not look for them.
+	Leftovers store.Leftovers
 	// Requests counts the store requests of the run, lease included.
 	Requests store.Counts
 	DryRun   bool
@@ -107,6 +112,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	} else {
 		ew.printf("\nobjects deleted: %d of %d planned, %s\n", r.ObjectsDeleted, r.Planned, FormatBytes(r.BytesDeleted))
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
+		if r.Leftovers.Count > 0 {
+			ew.printf("leftovers of interrupted writes removed: %d, %s\n", r.Leftovers.Count, FormatBytes(r.Leftovers.Bytes))
+		}
 	}
 	if !r.Horizon.IsZero() {
 		ew.printf("gc horizon: %s\n", r.Horizon.UTC().Format(time.RFC3339))

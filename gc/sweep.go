@@ -130,6 +130,21 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 	return nil
 }
 
+// sweepLeftovers asks the driver to remove the pieces of writes that were
+// interrupted more than the orphan age ago (the fs driver's temp files):
+// they are invisible to listings, so no plan ever names them (I7).
+func (r *runner) sweepLeftovers(ctx context.Context) error {
+	if err := r.renew(ctx, "removing leftovers of interrupted writes"); err != nil {
+		return err
+	}
+	got, err := store.SweepLeftovers(ctx, r.s, "", r.o.OrphanAge)
+	r.rep.Leftovers = got
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("gc: remove leftovers of interrupted writes: %w", err)
+	}
+	return nil
+}
+
 // fill records the plan in the report.
 func (p *plan) fill(rep *Report) {
 	rep.Kept, rep.Deleted, rep.Orphans = p.kept, p.deleted, p.orphans

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/fs" // registers file://
 	"github.com/commitptr/commitptr/store/s3"
@@ -242,19 +242,6 @@ func checkCollected(t *testing.T, s store.Store, keep int) {
 	require.Empty(t, left, "I7: keys of lost, aborted or crashed writers survived a collection")
 }
 
-// fsTempFiles counts the fs driver's temp files under dir: writes a crash
-// interrupted. They are invisible to listings.
-func fsTempFiles(dir string) int {
-	n := 0
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "#tmp-") {
-			n++
-		}
-		return nil
-	})
-	return n
-}
-
 // calibrate runs fn three times to completion and returns 1.5 times the
 // shortest duration it reports: kill delays are drawn from [0, that), so
 // most kills land mid-flight and some runs complete.
@@ -303,12 +290,16 @@ func TestCrashPut(t *testing.T) {
 			if tg.coarseClock {
 				time.Sleep(1100 * time.Millisecond)
 			}
+			dir, isFS := strings.CutPrefix(url, "file://")
+			tmp := ""
+			if isFS {
+				tmp = fmt.Sprintf("; %d fs temp files left by killed writes were removed", len(teststores.FSTempFiles(dir)))
+			}
 			out, code = tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
 			require.Zero(t, code, out)
 			checkCollected(t, s, 1)
-			tmp := ""
-			if tg.name == "fs" {
-				tmp = fmt.Sprintf("; fs temp files left by killed writes: %d", fsTempFiles(strings.TrimPrefix(url, "file://")))
+			if isFS {
+				require.Empty(t, teststores.FSTempFiles(dir), "I7: temp files of killed writes survived a collection")
 			}
 			t.Logf("CRASH put on %s: %d trials (kill window %s), %d killed, %d committed; I1 I2 I7 held%s",
 				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, tmp)

@@ -5,7 +5,11 @@ package teststores
 
 import (
 	"context"
+	"io"
+	iofs "io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,4 +64,40 @@ func remote(t testing.TB, scheme string) store.Store {
 		t.Fatalf("open %s store: %v", scheme, err)
 	}
 	return s
+}
+
+// StalledPut starts a Put of key whose body delivers partial and then
+// stalls, as a writer does that hangs or is killed mid-upload. It returns
+// once the store has read partial; finish ends the body and returns the
+// Put's result.
+func StalledPut(t testing.TB, s store.Store, key string, partial []byte) (finish func() error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), key, pr, store.PutOptions{})
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	if _, err := pw.Write(partial); err != nil {
+		t.Fatalf("stalled put %q: %v", key, err)
+	}
+	return func() error {
+		pw.Close()
+		return <-done
+	}
+}
+
+// FSTempFiles returns the fs driver's temp files under root, as a writer
+// leaves them when it stalls or dies mid-upload: files that no listing
+// shows.
+func FSTempFiles(root string) []string {
+	var found []string
+	filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && strings.HasPrefix(d.Name(), "#tmp-") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
 }

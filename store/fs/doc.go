@@ -33,7 +33,9 @@
 //   - Files are created with mode 0600 and directories with mode 0700.
 //
 // A process that crashes mid-write leaves a temp file ("#tmp-…") behind. It
-// is never listed or read; remove it by hand if it matters.
+// is never listed or read. SweepLeftovers removes the temp files older than
+// an age (the collector does, past its orphan age), and the directories
+// that leaves empty.
 //
 // # Errors
 //

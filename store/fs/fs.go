@@ -294,7 +294,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 	}
 	now := time.Now()
 	if err := os.Chtimes(tmp, now, now); err != nil {
-		return store.Attrs{}, err
+		return store.Attrs{}, tempGone(err)
 	}
 	fi, err := os.Stat(tmp)
 	if err != nil {
@@ -306,7 +306,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 			return store.Attrs{}, precondition("object exists")
 		}
 		if err != nil {
-			return store.Attrs{}, err
+			return store.Attrs{}, tempGone(err)
 		}
 		published = true
 		if err := os.Remove(tmp); err != nil {
@@ -314,7 +314,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 		}
 	} else {
 		if err := os.Rename(tmp, file); err != nil {
-			return store.Attrs{}, err
+			return store.Attrs{}, tempGone(err)
 		}
 		published = true
 	}
@@ -322,6 +322,17 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 		return store.Attrs{}, err
 	}
 	return attrsOf(t, fi.ModTime()), nil
+}
+
+// tempGone explains a put's failure to publish because its temp file went
+// missing, which only a sweep of leftovers does (after the body stalled for
+// longer than the sweep's age). It is not store.ErrNotExist: nothing was
+// published, whatever the object's state.
+func tempGone(err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("fs: the put's temp file was removed before it was published (swept as a leftover?): %v", err)
 }
 
 // checkETag returns nil if the object file at path has ETag etag, and an

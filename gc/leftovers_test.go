@@ -1,0 +1,65 @@
+package gc_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/fs"
+)
+
+// TestLeftovers: a write that dies mid-upload on the fs driver leaves a
+// temp file that no listing shows. A collection removes it once it is older
+// than the orphan age (I7), and not before: a younger upload completes.
+func TestLeftovers(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	base, err := fs.New(root)
+	require.NoError(t, err)
+	s := store.WithPrefix(base, "ds/")
+	d := dataset(s)
+	publish(t, d, false, files(2, "one"))
+	partial := bytes.Repeat([]byte("x"), 1000)
+	newKey := func() string {
+		gen, err := generation.New()
+		require.NoError(t, err)
+		return generation.Dir + gen + "/big"
+	}
+	key := newKey()
+	finish := teststores.StalledPut(t, s, key, partial)
+	require.Eventually(t, func() bool { return len(teststores.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
+
+	// Younger than the orphan age: kept, and the upload completes.
+	opts := strict()
+	opts.OrphanAge = time.Hour
+	rep, err := gc.Run(ctx, s, opts)
+	require.NoError(t, err)
+	assert.Zero(t, rep.Leftovers)
+	require.NoError(t, finish())
+	assert.Empty(t, teststores.FSTempFiles(root))
+
+	// A stalled upload past the orphan age (none here): removed, and the
+	// upload can no longer publish.
+	key = newKey()
+	finish = teststores.StalledPut(t, s, key, partial)
+	require.Eventually(t, func() bool { return len(teststores.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	rep, err = gc.Run(ctx, s, strict())
+	require.NoError(t, err)
+	assert.Equal(t, store.Leftovers{Count: 1, Bytes: int64(len(partial))}, rep.Leftovers)
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text))
+	assert.Contains(t, text.String(), "leftovers of interrupted writes removed: 1")
+	assert.Empty(t, teststores.FSTempFiles(root))
+	require.Error(t, finish())
+	_, err = s.Head(ctx, key)
+	require.ErrorIs(t, err, store.ErrNotExist)
+	requireComplete(t, d)
+}

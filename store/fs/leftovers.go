@@ -1,0 +1,82 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// SweepLeftovers implements store.LeftoverSweeper: it removes the temp
+// files ("#tmp-…") in the directories under prefix whose modification time
+// is more than olderThan ago, then the directories that leaves empty. A
+// Put writes its temp file as the body arrives and touches it again just
+// before publishing it, so only a Put whose body stalls for longer than
+// olderThan can lose its temp file; it then fails, and nothing is
+// published. prefix must be empty or end with "/".
+func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
+	const op = "sweep-leftovers"
+	var got store.Leftovers
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		return got, store.Wrap(op, prefix, nil, fmt.Errorf("fs: %w: the prefix must end with \"/\"", store.ErrInvalidKey))
+	}
+	top, ok := s.dirPath(prefix)
+	if !ok {
+		return got, store.Wrap(op, prefix, nil, errBadKey)
+	}
+	cutoff := time.Now().Add(-olderThan)
+	var emptied []string
+	err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && path != top:
+			return nil // pruned by a concurrent Delete
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case d.IsDir():
+			if path != top && strings.HasPrefix(d.Name(), "#") {
+				return filepath.SkipDir // the lock directory
+			}
+			return nil
+		case !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tmpPrefix):
+			return nil
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // published or removed meanwhile
+		}
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return err
+		}
+		if err := os.Remove(path); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		got.Count++
+		got.Bytes += fi.Size()
+		emptied = append(emptied, filepath.Dir(path))
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) && prefix != "" {
+		err = nil // nothing was ever written under prefix
+	}
+	// Deepest first, so that a parent is tried after its children.
+	slices.SortFunc(emptied, func(a, b string) int { return strings.Compare(b, a) })
+	for _, dir := range slices.Compact(emptied) {
+		s.pruneDirs(dir)
+	}
+	if err != nil {
+		return got, s.classify(op, prefix, err)
+	}
+	return got, nil
+}

@@ -1,0 +1,97 @@
+package fs_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/fs"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// tempFiles returns the temp files under the store's root, waiting until
+// there are want of them, each holding at least size bytes.
+func tempFiles(t *testing.T, s *fs.Store, want int, size int64) []string {
+	t.Helper()
+	var found []string
+	require.Eventually(t, func() bool {
+		found = slices.DeleteFunc(teststores.FSTempFiles(s.Root()), func(p string) bool {
+			fi, err := os.Stat(p)
+			return err != nil || fi.Size() < size
+		})
+		return len(found) == want
+	}, 10*time.Second, 5*time.Millisecond)
+	return found
+}
+
+// TestSweepLeftovers: the temp files of stalled puts are removed only when
+// older than the sweep's age and under its prefix; a put that loses its
+// temp file fails and publishes nothing; the others complete.
+func TestSweepLeftovers(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	put(t, s, "ds/kept", "v")
+	partial := []byte("the first part of the body")
+	oldPut := teststores.StalledPut(t, s, "ds/_gen/g1/old", partial)
+	youngPut := teststores.StalledPut(t, s, "ds/_gen/g2/young", partial)
+	otherPut := teststores.StalledPut(t, s, "other/_gen/g3/file", partial)
+	temps := tempFiles(t, s, 3, int64(len(partial)))
+	var oldTemp string
+	for _, p := range temps {
+		if filepath.Base(filepath.Dir(p)) == "g1" {
+			oldTemp = p
+		}
+	}
+	require.NotEmpty(t, oldTemp)
+	past := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(oldTemp, past, past))
+
+	// Nothing under "ds/" is older than 3 h; the old temp is older than 1 h.
+	got, err := s.SweepLeftovers(ctx, "ds/", 3*time.Hour)
+	require.NoError(t, err)
+	assert.Zero(t, got)
+	// Through the wrappers a dataset's store has.
+	got, err = store.SweepLeftovers(ctx, store.Count(store.WithPrefix(s, "ds/")), "", time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, store.Leftovers{Count: 1, Bytes: int64(len(partial))}, got)
+	assert.NoFileExists(t, oldTemp)
+	assert.NoDirExists(t, filepath.Dir(oldTemp), "the emptied directory is pruned")
+	tempFiles(t, s, 2, 0)
+
+	err = oldPut()
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, store.ErrNotExist)
+	assert.Contains(t, err.Error(), "ds/_gen/g1/old")
+	_, err = s.Head(ctx, "ds/_gen/g1/old")
+	require.ErrorIs(t, err, store.ErrNotExist, "the put whose temp file was swept published nothing")
+	require.NoError(t, youngPut())
+	require.NoError(t, otherPut())
+	assert.Equal(t, []string{"ds/_gen/g2/young", "ds/kept", "other/_gen/g3/file"}, listAll(t, s, "", "", ""))
+	tempFiles(t, s, 0, 0)
+}
+
+func TestSweepLeftoversErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	_, err := s.SweepLeftovers(ctx, "no-slash", 0)
+	require.ErrorIs(t, err, store.ErrInvalidKey)
+	assert.Contains(t, err.Error(), "no-slash")
+	got, err := s.SweepLeftovers(ctx, "never/written/", 0)
+	require.NoError(t, err, "a prefix with nothing under it has no leftovers")
+	assert.Zero(t, got)
+	require.NoError(t, os.RemoveAll(s.Root()))
+	_, err = s.SweepLeftovers(ctx, "", 0)
+	require.ErrorIs(t, err, store.ErrNoBucket)
+
+	_, err = store.SweepLeftovers(ctx, store.WithPrefix(mem.New(), "ds/"), "", 0)
+	require.ErrorIs(t, err, errors.ErrUnsupported, "the mem driver leaves nothing behind")
+}

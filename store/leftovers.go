@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// LeftoverSweeper is implemented by drivers whose interrupted writes leave
+// pieces behind that List never shows: the fs driver's temp files, left by
+// a process killed in the middle of a Put. Nothing else removes them, so a
+// collector asks the driver to.
+type LeftoverSweeper interface {
+	// SweepLeftovers removes the leftovers of writes to keys under prefix
+	// that were last touched more than olderThan ago by the local clock
+	// (the fs driver is its own server). A write still in progress touches
+	// its pieces as it goes, so it is never swept with a generous
+	// olderThan.
+	SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (Leftovers, error)
+}
+
+// Leftovers counts what SweepLeftovers removed.
+type Leftovers struct {
+	Count int
+	Bytes int64
+}
+
+// SweepLeftovers finds the driver under s, through WithPrefix and other
+// wrappers that have an Unwrap() Store method, and sweeps its leftovers
+// under prefix, which is relative to s. If the driver leaves none of its
+// own, the error matches errors.ErrUnsupported.
+func SweepLeftovers(ctx context.Context, s Store, prefix string, olderThan time.Duration) (Leftovers, error) {
+	for {
+		switch x := s.(type) {
+		case LeftoverSweeper:
+			return x.SweepLeftovers(ctx, prefix, olderThan)
+		case *prefixed:
+			s, prefix = x.s, x.p+prefix
+		case interface{ Unwrap() Store }:
+			s = x.Unwrap()
+		default:
+			return Leftovers{}, errors.ErrUnsupported
+		}
+	}
+}
