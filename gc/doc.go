@@ -32,8 +32,9 @@
 //  8. Drop expired pins, and lease epochs that ended long ago (see
 //     MinEpochAge).
 //  9. Ask the driver to remove the leftovers of writes interrupted more
-//     than OrphanAge ago that no listing shows (store.SweepLeftovers: the
-//     fs driver's temp files of a killed writer).
+//     than OrphanAge ago that no listing shows (store.SweepLeftovers): the
+//     fs driver's temp files and the incomplete multipart uploads on S3
+//     of a killed writer.
 //
 // # Guarantees
 //

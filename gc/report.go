@@ -36,10 +36,10 @@ type Report struct {
 	// epochs.
 	PinsDropped   int
 	EpochsDropped int
-	// Leftovers counts the pieces of interrupted writes that the driver
-	// removed, files it writes before publishing an object (the fs
-	// driver's temp files) and older than the orphan age. A dry run does
-	// not look for them.
+	// Leftovers counts the pieces of writes interrupted more than the
+	// orphan age ago that the driver removed: the fs driver's temp files,
+	// incomplete S3 multipart uploads. Their requests are in Requests too.
+	// A dry run does not look for them.
 	Leftovers store.Leftovers
 	// Requests counts the store requests of the run, lease included.
 	Requests store.Counts

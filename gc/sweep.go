@@ -131,8 +131,9 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 }
 
 // sweepLeftovers asks the driver to remove the pieces of writes that were
-// interrupted more than the orphan age ago (the fs driver's temp files):
-// they are invisible to listings, so no plan ever names them (I7).
+// interrupted more than the orphan age ago (temp files, incomplete
+// multipart uploads): they are invisible to listings, so no plan ever names
+// them (I7).
 func (r *runner) sweepLeftovers(ctx context.Context) error {
 	if err := r.renew(ctx, "removing leftovers of interrupted writes"); err != nil {
 		return err

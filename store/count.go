@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Op is a kind of store request, for accounting.
@@ -82,6 +83,16 @@ func (c *Counter) Counts() Counts {
 
 // Unwrap returns the counted store.
 func (c *Counter) Unwrap() Store { return c.s }
+
+// SweepLeftovers implements LeftoverSweeper for the store below, counting
+// the requests the sweep reports.
+func (c *Counter) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (Leftovers, error) {
+	got, err := SweepLeftovers(ctx, c.s, prefix, olderThan)
+	for op, n := range got.Requests {
+		c.n[op].Add(n)
+	}
+	return got, err
+}
 
 func (c *Counter) Get(ctx context.Context, key string) (io.ReadCloser, Attrs, error) {
 	c.n[OpGet].Add(1)

@@ -7,22 +7,24 @@ import (
 )
 
 // LeftoverSweeper is implemented by drivers whose interrupted writes leave
-// pieces behind that List never shows: the fs driver's temp files, left by
-// a process killed in the middle of a Put. Nothing else removes them, so a
-// collector asks the driver to.
+// pieces behind that List never shows: the fs driver's temp files, and the
+// incomplete multipart uploads of the S3 drivers, left by a process killed
+// in the middle of a Put. Nothing else removes them, so a collector asks
+// the driver to.
 type LeftoverSweeper interface {
 	// SweepLeftovers removes the leftovers of writes to keys under prefix
-	// that were last touched more than olderThan ago by the local clock
-	// (the fs driver is its own server). A write still in progress touches
-	// its pieces as it goes, so it is never swept with a generous
-	// olderThan.
+	// that were last touched (or, for S3 multipart uploads, started) more
+	// than olderThan ago by the store's clock. A write still in progress
+	// within that age is never touched.
 	SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (Leftovers, error)
 }
 
-// Leftovers counts what SweepLeftovers removed.
+// Leftovers counts what SweepLeftovers removed, and the requests it took
+// (listings by page as OpList, removals as OpDelete).
 type Leftovers struct {
-	Count int
-	Bytes int64
+	Count    int
+	Bytes    int64
+	Requests Counts
 }
 
 // SweepLeftovers finds the driver under s, through WithPrefix and other

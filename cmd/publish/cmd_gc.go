@@ -38,10 +38,10 @@ history, and orphans: generations never committed (lost races, crashed or
 interrupted writers) whose newest object is older than --orphan-age. Before
 deleting orphans it moves the pointer's gc_horizon forward, so that a writer
 that stalled longer than --orphan-age cannot commit a generation whose
-objects may be gone (it fails with status 6 instead). On file:// stores it
-also removes the temp files of writes killed mid-upload more than
---orphan-age ago, which no listing shows. All ages are judged by the store's
-clock.
+objects may be gone (it fails with status 6 instead). It also removes what
+writes killed mid-upload more than --orphan-age ago left and no listing
+shows: temp files on file:// stores, incomplete multipart uploads on S3. All
+ages are judged by the store's clock.
 
 If the pointer or a manifest is corrupt or unreadable, gc deletes nothing.
 --dry-run prints the plan and writes nothing but the collector's lease.

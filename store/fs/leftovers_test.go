@@ -16,6 +16,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
 	"github.com/commitptr/commitptr/store/mem"
+	"github.com/commitptr/commitptr/store/storetest"
 )
 
 // tempFiles returns the temp files under the store's root, waiting until
@@ -94,4 +95,23 @@ func TestSweepLeftoversErrors(t *testing.T) {
 
 	_, err = store.SweepLeftovers(ctx, store.WithPrefix(mem.New(), "ds/"), "", 0)
 	require.ErrorIs(t, err, errors.ErrUnsupported, "the mem driver leaves nothing behind")
+}
+
+func TestLeftoversConformance(t *testing.T) {
+	s := newStore(t)
+	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
+		partial := []byte("the part of " + key + " that arrived")
+		finish := teststores.StalledPut(t, s, key, partial)
+		t.Cleanup(func() { finish() }) // fails: its temp file was swept
+		dir := filepath.Join(s.Root(), filepath.Dir(filepath.FromSlash(key)))
+		require.Eventually(t, func() bool {
+			for _, p := range teststores.FSTempFiles(dir) {
+				if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(partial)) {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 5*time.Millisecond)
+		return int64(len(partial))
+	})
 }

@@ -1,0 +1,74 @@
+package minio
+
+import (
+	"context"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// SweepLeftovers implements store.LeftoverSweeper: it aborts the
+// incomplete multipart uploads to keys under prefix that were initiated
+// more than olderThan ago by the store's clock (the Date of the listing).
+// A writer killed in the middle of a large Put leaves one; S3 keeps, and
+// bills, its parts until it is aborted, and no listing of objects shows
+// it. Bytes counts the parts uploaded. An upload that completes or is
+// aborted meanwhile is skipped.
+func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
+	const op = "sweep-leftovers"
+	var got store.Leftovers
+	var keyMarker, idMarker string
+	for {
+		lctx, x := withExchange(ctx, "", nil)
+		out, err := s.core.ListMultipartUploads(lctx, s.bucket, prefix, keyMarker, idMarker, "", store.MaxListPage)
+		got.Requests[store.OpList]++
+		if err != nil {
+			return got, s.classify(op, prefix, false, err)
+		}
+		cutoff := x.serverTime().Add(-olderThan)
+		for _, u := range out.Uploads {
+			if !u.Initiated.Before(cutoff) {
+				continue
+			}
+			size, err := s.uploadedBytes(ctx, u.Key, u.UploadID, &got.Requests)
+			if err == nil {
+				got.Requests[store.OpDelete]++
+				err = s.core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID)
+			}
+			switch {
+			case minio.ToErrorResponse(err).Code == "NoSuchUpload":
+				continue
+			case err != nil:
+				return got, s.classify(op, u.Key, false, err)
+			}
+			got.Count++
+			got.Bytes += size
+		}
+		if !out.IsTruncated {
+			return got, nil
+		}
+		keyMarker, idMarker = out.NextKeyMarker, out.NextUploadIDMarker
+	}
+}
+
+// uploadedBytes sums the sizes of the parts of an incomplete upload.
+func (s *Store) uploadedBytes(ctx context.Context, key, id string, counts *store.Counts) (int64, error) {
+	var n int64
+	marker := 0
+	for {
+		counts[store.OpList]++
+		out, err := s.core.ListObjectParts(ctx, s.bucket, key, id, marker, 0)
+		if err != nil {
+			return n, err
+		}
+		for _, p := range out.ObjectParts {
+			n += p.Size
+		}
+		if !out.IsTruncated {
+			return n, nil
+		}
+		marker = out.NextPartNumberMarker
+	}
+}
