@@ -232,7 +232,11 @@ func soakChild(mode string) error {
 				return fmt.Errorf("release: %w", err)
 			}
 		}
-		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+		// Rest longer than the longest poll interval, so that every waiter
+		// polls before this process tries again: the lease promises no
+		// fairness, and a process that retries at once after releasing can
+		// win it over and over from waiters in backoff.
+		time.Sleep(o.PollMax + rand.N(o.PollMax))
 	}
 	return nil
 }
