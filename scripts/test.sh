@@ -24,8 +24,9 @@ unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null ||
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed:"; echo "$unformatted"; exit 1
 fi
-echo "==> go vet"
+echo "==> go vet (linux, and macOS, which must build too)"
 go vet ./...
+GOOS=darwin go vet ./...
 echo "==> staticcheck"
 "$bin/staticcheck" ./...
 echo "==> go test -race"

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
@@ -227,23 +226,9 @@ func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e genera
 	return f.Close()
 }
 
-// syncAll makes everything written below dir durable with one syncfs(2) of
-// its file system, instead of an fsync per file.
-func syncAll(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
-
 // moveInto renames the complete download to dest. An existing dest is
-// swapped out atomically with RENAME_EXCHANGE and then removed; where the
-// kernel or file system lacks it, dest is renamed aside first.
+// swapped out atomically (exchange) and then removed; where the system or
+// file system cannot swap, dest is renamed aside first.
 func moveInto(tmp, dest string, replace bool) error {
 	if !replace {
 		// rename(2) itself, not os.Rename, which refuses to replace even
@@ -253,7 +238,7 @@ func moveInto(tmp, dest string, replace bool) error {
 		}
 		return nil
 	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dest, unix.RENAME_EXCHANGE)
+	err := exchange(tmp, dest)
 	if err == nil {
 		// tmp now holds the old content.
 		if err := os.RemoveAll(tmp); err != nil {
@@ -261,7 +246,7 @@ func moveInto(tmp, dest string, replace bool) error {
 		}
 		return nil
 	}
-	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) {
+	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.ENOTSUP) {
 		return fmt.Errorf("DEST %s: replace: %w", dest, err)
 	}
 	old := tmp + ".old"

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/commitptr/commitptr/internal/procattr"
 )
 
 // Server is a running versitygw.
@@ -109,7 +111,7 @@ func Start(ctx context.Context) (*Server, error) {
 	s.cmd.Env = os.Environ()
 	s.cmd.Stdout = os.Stderr
 	s.cmd.Stderr = os.Stderr
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = procattr.DieWithParent()
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(root)
 		return nil, fmt.Errorf("start %s: %w", bin, err)

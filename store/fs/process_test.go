@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/procattr"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
 )
@@ -167,7 +168,7 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 	children := make([]*child, procs)
 	for i := range children {
 		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
-		c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+		c.cmd.SysProcAttr = procattr.DieWithParent()
 		c.cmd.Env = append(os.Environ(),
 			envMode+"="+mode, envRoot+"="+root, envID+"="+strconv.Itoa(i), envN+"="+strconv.Itoa(n))
 		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
