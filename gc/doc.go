@@ -6,18 +6,20 @@
 //
 //  1. Try-acquire the lease "gc". If another collector holds it, Run does
 //     nothing and returns its *lease.HeldError.
-//  2. Read the pointer and the manifests along the parent chain, verifying
-//     each link against the sha256 its child recorded. Anything unreadable
-//     or corrupt aborts the run before anything is deleted.
+//  2. Read the pointer, list _gen/, and read the manifests the listing
+//     shows, 16 at a time. Then walk the parent chain from the pointer,
+//     verifying each link against the sha256 its child recorded. Anything
+//     unreadable or corrupt on the chain aborts the run before anything is
+//     deleted.
 //  3. Retain the current generation, the last Keep ancestors, ancestors
 //     superseded less than Grace ago, and every generation with an
 //     unexpired pin.
 //  4. Mark every key a retained manifest references. Incremental commits
 //     share keys across generations, so a marked key is never deleted, even
 //     when it lives under the prefix of a generation being collected.
-//  5. List _gen/. The candidates are the chain generations that are not
-//     retained, and the orphans: generations outside the chain whose newest
-//     object is older than OrphanAge.
+//  5. From the listing, the candidates are the chain generations that are
+//     not retained, and the orphans: generations outside the chain whose
+//     newest object is older than OrphanAge.
 //  6. Before deleting orphans, move the pointer's gc_horizon forward with a
 //     compare-and-swap, so that a writer that stalled past the horizon can
 //     no longer commit what the collector removes. Before deleting chain
@@ -101,7 +103,9 @@
 // A collection costs one GET for the pointer, one GET per manifest still
 // present along the chain (the retained window plus the garbage, plus one
 // for the first collected link), one GET per pinned generation outside the
-// chain, one LIST page per 1000 keys under _gen/ and _pin/, one DeleteMany
-// per 1000 deleted keys, and a lease PUT before each of them. It grows with
-// the garbage and the retained window, not with the length of history.
+// chain and per orphan that got as far as its manifest, one LIST page per
+// 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted keys,
+// and a lease PUT before each of them; on S3, one more LIST for incomplete
+// multipart uploads. It grows with the garbage and the retained window, not
+// with the length of history. The manifest GETs run 16 at a time.
 package gc

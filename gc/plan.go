@@ -11,7 +11,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
@@ -98,6 +101,17 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		committedAt: ptr.CommittedAtServer(attrs.LastModified)}
 	p.cutoff = p.now.Add(-allowance(r.o.OrphanAge))
 
+	if r.gens == nil {
+		if r.gens, err = r.list(ctx); err != nil {
+			return nil, refuse(err)
+		}
+		if r.gens.stray > 0 {
+			p.notes = append(p.notes, fmt.Sprintf("%d keys under %s belong to no valid generation id and were left alone", r.gens.stray, generation.Dir))
+		}
+		if err := r.prefetch(ctx); err != nil {
+			return nil, err
+		}
+	}
 	chain, err := r.walk(ctx, ptr, p)
 	if err != nil {
 		return nil, refuse(err)
@@ -179,14 +193,6 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	}
 
 	// Sweep candidates.
-	if r.gens == nil {
-		if r.gens, err = r.list(ctx); err != nil {
-			return nil, refuse(err)
-		}
-		if r.gens.stray > 0 {
-			p.notes = append(p.notes, fmt.Sprintf("%d keys under %s belong to no valid generation id and were left alone", r.gens.stray, generation.Dir))
-		}
-	}
 	seqOf := func(gen string) uint64 {
 		if kg := retained[gen]; kg.m != nil {
 			return kg.m.Seq
@@ -334,22 +340,74 @@ func (r *runner) manifest(ctx context.Context, gen, wantSHA, who string) (*manif
 		}
 		sum := sha256.Sum256(b)
 		if wantSHA != "" && hex.EncodeToString(sum[:]) != wantSHA {
+			// Checked before decoding: bytes that are not what was
+			// recorded are corrupt whatever they decode to.
 			return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded by %s", generation.ErrCorrupt, key, who)
 		}
-		m, err := generation.Decode(b)
-		if err != nil {
-			return nil, fmt.Errorf("manifest %q: %w", key, err)
+		if mi, err = decodeManifest(gen, b, attrs); err != nil {
+			return nil, err
 		}
-		if m.Generation != gen {
-			return nil, fmt.Errorf("%w: manifest %q describes generation %s", generation.ErrCorrupt, key, m.Generation)
-		}
-		mi = &manifestInfo{m: m, sha: hex.EncodeToString(sum[:]), modified: attrs.LastModified}
 		r.manifests[gen] = mi
 	}
 	if wantSHA != "" && mi.sha != wantSHA {
 		return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded by %s", generation.ErrCorrupt, key, who)
 	}
 	return mi, nil
+}
+
+// decodeManifest decodes and checks the stored manifest b of gen.
+func decodeManifest(gen string, b []byte, attrs store.Attrs) (*manifestInfo, error) {
+	key := generation.ManifestKey(gen)
+	m, err := generation.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %q: %w", key, err)
+	}
+	if m.Generation != gen {
+		return nil, fmt.Errorf("%w: manifest %q describes generation %s", generation.ErrCorrupt, key, m.Generation)
+	}
+	sum := sha256.Sum256(b)
+	return &manifestInfo{m: m, sha: hex.EncodeToString(sum[:]), modified: attrs.LastModified}, nil
+}
+
+// prefetchParallel is how many manifests prefetch reads at once.
+const prefetchParallel = 16
+
+// prefetch reads the manifests that the listing of _gen/ shows, several at
+// once, newest generation first, into the cache. The chain walk must go
+// one link at a time, each parent named by its child; with the manifests
+// cached, a deep backlog costs one round trip per prefetchParallel
+// manifests instead of one per manifest. What fails to read or decode is
+// left out: the walk reads it again, and reports it, if it needs it.
+func (r *runner) prefetch(ctx context.Context) error {
+	var gens []string
+	for gen, g := range r.gens.gens {
+		if _, cached := r.manifests[gen]; !cached && slices.ContainsFunc(g.objs, func(o store.Object) bool { return isManifest(o.Key) }) {
+			gens = append(gens, gen)
+		}
+	}
+	slices.SortFunc(gens, func(a, b string) int { return strings.Compare(b, a) }) // UUIDv7: newest first
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(prefetchParallel)
+	for _, gen := range gens {
+		if err := r.refresh(ctx, "reading manifests"); err != nil {
+			g.Wait()
+			return err
+		}
+		g.Go(func() error {
+			b, attrs, err := r.readRetrying(gctx, generation.ManifestKey(gen))
+			if err != nil {
+				return nil
+			}
+			if mi, err := decodeManifest(gen, b, attrs); err == nil {
+				mu.Lock()
+				r.manifests[gen] = mi
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // listPins lists _pin/, returning the number of unexpired pins per

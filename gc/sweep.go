@@ -134,10 +134,10 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 // interrupted more than the orphan age ago (temp files, incomplete
 // multipart uploads): they are invisible to listings, so no plan ever names
 // them (I7).
+//
+// It needs no lease: what it removes is judged by age alone, and two
+// sweeps at once only find each other's removals gone.
 func (r *runner) sweepLeftovers(ctx context.Context) error {
-	if err := r.renew(ctx, "removing leftovers of interrupted writes"); err != nil {
-		return err
-	}
 	got, err := store.SweepLeftovers(ctx, r.s, "", r.o.OrphanAge)
 	r.rep.Leftovers = got
 	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
