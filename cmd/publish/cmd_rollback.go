@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
@@ -19,7 +18,6 @@ type rollbackOptions struct {
 	URL         string
 	To          string
 	Message     string
-	Concurrency int
 }
 
 func newRollbackCommand(g *globalOptions) *cobra.Command {
@@ -32,10 +30,13 @@ generation, named by seq number or generation id. History is not rewritten:
 the new commit has the next seq, and the generations in between stay in the
 log until the collector removes them.
 
-Files that are identical in the current generation are carried over by
-reference; the others are copied from the older generation's objects,
-verified against their checksums on the way. The older generation must still
-be retained (see 'publish gc --keep/--grace' and 'publish pin').
+The new commit references the older generation's objects: nothing is
+copied, and a rollback costs one manifest whatever the size of the data.
+The older generation must still be retained (see 'publish gc --keep/--grace'
+and 'publish pin'). The collector publishes the lowest seq it keeps as the
+pointer's gc_floor before it deletes anything older; if a collection moves
+the floor past the older generation before the rollback commits, the
+commit is refused (status 6) and nothing changes.
 
 Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish rollback s3://bucket/daily --to 41
@@ -43,22 +44,18 @@ Like put, rollback exits with status 3 if another writer commits first.` + exitS
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
-			return runRollback(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runRollback(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&opts.To, "to", "", "the seq number or generation id to roll back to (required)")
 	cmd.Flags().StringVarP(&opts.Message, "message", "m", "", "commit message (default: \"rollback to seq N\")")
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 16, "parallel copies")
 	cmd.MarkFlagRequired("to") //nolint:errcheck // the flag exists
 	return cmd
 }
 
-func runRollback(ctx context.Context, opts rollbackOptions, stdout, stderr io.Writer) error {
+func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) error {
 	if _, err := strconv.ParseUint(opts.To, 10, 64); err != nil && generation.Valid(opts.To) != nil {
 		return usagef("--to %q is neither a seq number nor a generation id", opts.To)
-	}
-	if opts.Concurrency < 1 {
-		return usagef("--concurrency must be at least 1")
 	}
 	d, err := opts.openDataset(ctx, opts.URL)
 	if err != nil {
@@ -72,10 +69,7 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout, stderr io.Wr
 	if err != nil {
 		return describe(opts.URL, err)
 	}
-	copied, err := rollbackStage(ctx, opts, tx, target, stderr)
-	if err != nil {
-		return discardStaged(ctx, tx, describe(opts.URL, err), stderr)
-	}
+	tx.KeepFrom(target)
 	msg := opts.Message
 	if msg == "" {
 		msg = fmt.Sprintf("rollback to seq %d", target.Seq())
@@ -91,58 +85,12 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout, stderr io.Wr
 		return describe(opts.URL, err)
 	}
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(target.Files()), Bytes: target.Manifest.TotalSize(), Fence: p.Fence}
-	res.Reused = res.Files - copied
+	res.Reused = res.Files
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "committed seq %d generation %s: the files of seq %d (%d files, %s; %d copied)\n",
-		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes), res.Files-res.Reused)
+	fmt.Fprintf(stdout, "committed seq %d generation %s: the files of seq %d (%d files, %s, by reference)\n",
+		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes))
 	return nil
 }
 
-// rollbackStage makes the Tx hold exactly the target's files: identical
-// files of the base by reference, the others copied.
-func rollbackStage(ctx context.Context, opts rollbackOptions, tx *commit.Tx, target *commit.Snapshot, stderr io.Writer) (copied int, err error) {
-	if err := tx.KeepAll(ctx); err != nil {
-		return 0, err
-	}
-	base := &generation.Manifest{}
-	if b, err := tx.BaseSnapshot(ctx); err == nil {
-		base = b.Manifest
-	}
-	want := map[string]bool{}
-	var copies []generation.Entry
-	var total int64
-	for _, e := range target.Files() {
-		want[e.Path] = true
-		if old, ok := base.Find(e.Path); ok && old.SHA256 == e.SHA256 && old.Size == e.Size {
-			continue
-		}
-		copies = append(copies, e)
-		total += e.Size
-	}
-	for _, p := range tx.Files() {
-		if !want[p] {
-			tx.Remove(p)
-		}
-	}
-	bar := newProgress(stderr, opts.globalOptions, total, "copying", true)
-	defer bar.Finish()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Concurrency)
-	for _, e := range copies {
-		g.Go(func() error {
-			rc, err := target.OpenEntry(gctx, e)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			if err := tx.Put(gctx, e.Path, rc, e.Size); err != nil {
-				return err
-			}
-			bar.Add(e.Size)
-			return nil
-		})
-	}
-	return len(copies), g.Wait()
-}
