@@ -15,9 +15,9 @@ import (
 
 type rollbackOptions struct {
 	*globalOptions
-	URL         string
-	To          string
-	Message     string
+	URL     string
+	To      string
+	Message string
 }
 
 func newRollbackCommand(g *globalOptions) *cobra.Command {
@@ -93,4 +93,3 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes))
 	return nil
 }
-
