@@ -80,6 +80,9 @@
 //   - an error matching ErrRefused, joined with the cause (for example
 //     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
 //     manifest it needs is unreadable or corrupt; nothing was deleted;
+//   - an error matching ErrBusy when commits landed between its reading of
+//     the pointer and its compare-and-swap in every one of 8 plans (on a
+//     dataset that commits many times a second); nothing was deleted;
 //   - an error matching lease.ErrLost when the lease was lost mid-run; the
 //     collection stopped before its next delete request;
 //   - store errors, wrapped with what the collector was doing.

@@ -56,6 +56,12 @@ const releaseTimeout = 10 * time.Second
 // generation.ErrCorrupt. Nothing was deleted.
 var ErrRefused = errors.New("gc: refusing to collect")
 
+// ErrBusy is matched by the error of a run that could not publish its
+// horizon because commits kept landing between its reading of the pointer
+// and its compare-and-swap, maxPlans times in a row. Nothing was deleted;
+// run again later.
+var ErrBusy = errors.New("gc: the dataset is too busy to collect now; try again later")
+
 // Options configure a collection. The zero value collects with the
 // defaults.
 type Options struct {
@@ -152,6 +158,8 @@ type runner struct {
 	manifests map[string]*manifestInfo
 	// gens is the listing of _gen/, read once per run.
 	gens *listing
+	// pins is the listing of _pin/ (see listPins).
+	pins []store.Object
 	// renewed is when the lease was last renewed (monotonic), for refresh.
 	renewed time.Time
 }
@@ -207,7 +215,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			break
 		}
 		if attempt == maxPlans {
-			return fmt.Errorf("gc: the pointer changed under every one of %d plans; try again later", attempt)
+			return fmt.Errorf("%w: the pointer changed under every one of %d plans", ErrBusy, attempt)
 		}
 		r.log.Debug("gc: the pointer changed before the horizon was published; planning again", "attempt", attempt)
 		if err := ctxtime.Sleep(ctx, rand.N(time.Duration(attempt)*50*time.Millisecond)); err != nil {
@@ -253,6 +261,7 @@ func (r *runner) refresh(ctx context.Context, during string) error {
 // newPinOnCandidate lists the pins again and reports whether an unexpired
 // one now names a generation the plan would delete.
 func (r *runner) newPinOnCandidate(ctx context.Context, p *plan) (bool, error) {
+	r.pins = nil
 	again := &plan{now: p.now}
 	pinned, err := r.listPins(ctx, again)
 	if err != nil {

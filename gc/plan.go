@@ -413,13 +413,25 @@ func (r *runner) prefetch(ctx context.Context) error {
 // listPins lists _pin/, returning the number of unexpired pins per
 // generation and recording the expired ones in the plan. A pin expires when
 // its age in the store's clock reaches its TTL.
+//
+// The listing is read once per run, and again after newPinOnCandidate
+// drops it: a plan made again because a commit beat the horizon CAS reuses
+// it, which keeps that plan's window short. Pins written since are caught
+// after the CAS, when newPinOnCandidate lists again.
 func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) {
+	if r.pins == nil {
+		r.pins = []store.Object{}
+		for o, err := range store.List(ctx, r.s, commit.PinDir, "", "") {
+			if err != nil {
+				r.pins = nil
+				return nil, fmt.Errorf("list pins: %w", err)
+			}
+			r.pins = append(r.pins, o)
+		}
+	}
 	pinned := map[string]int{}
 	bad := 0
-	for o, err := range store.List(ctx, r.s, commit.PinDir, "", "") {
-		if err != nil {
-			return nil, fmt.Errorf("list pins: %w", err)
-		}
+	for _, o := range r.pins {
 		gen, ttl, err := commit.ParsePinKey(o.Key)
 		if err != nil {
 			bad++

@@ -21,6 +21,7 @@ import (
 
 	"github.com/commitptr/commitptr/bench"
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -412,6 +413,7 @@ func TestExitCodes(t *testing.T) {
 		{"usage", live, &runError{usagef("bad")}, exitUsage},
 		{"lost", live, &runError{&commit.ConflictError{Winner: "g", Seq: 2}}, exitLost},
 		{"held", live, &runError{&lease.HeldError{Name: "x"}}, exitHeld},
+		{"gc busy", live, &runError{fmt.Errorf("%w: x", gc.ErrBusy)}, exitHeld},
 		{"unknown", live, &runError{fmt.Errorf("%w: x", commit.ErrCommitUnknown)}, exitUnknown},
 		{"fenced", live, &runError{&commit.FencedError{Mine: 1, Committed: 2}}, exitFenced},
 		{"stale", live, &runError{commit.ErrStale}, exitFenced},

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/lease"
 )
 
@@ -91,7 +92,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitFenced
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.Is(err, lease.ErrHeld):
+	case errors.Is(err, lease.ErrHeld), errors.Is(err, gc.ErrBusy):
 		return exitHeld
 	case errors.As(err, &ue):
 		return exitUsage

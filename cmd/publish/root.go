@@ -88,7 +88,7 @@ var exitDescriptions = map[int]string{
 	exitError:       "error (a message on stderr says what and where)",
 	exitUsage:       "bad command line: unknown flag, wrong arguments, bad URL",
 	exitLost:        "lost the race: another writer committed first; nothing of ours is live",
-	exitHeld:        "the lease is held by someone else",
+	exitHeld:        "the lease is held by someone else (for gc: or commits kept landing too fast to collect); try again later",
 	exitUnknown:     "outcome unknown: the commit may or may not have landed; nothing was deleted (check with 'publish show')",
 	exitFenced:      "fenced or stale: a higher fencing token committed, the collector's horizon passed our generation, or the lease was lost",
 	exitInterrupted: "interrupted (SIGINT or SIGTERM)",
