@@ -162,7 +162,7 @@ func TestCosts(t *testing.T) {
 
 		// A blocking Acquire polls with GETs only while the lease is held.
 		n = measure(func() {
-			pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			pctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
 			defer cancel()
 			_, err := lease.Acquire(pctx, c, "gc", lease.Options{Owner: "b", PollMin: 50 * time.Millisecond, PollMax: 50 * time.Millisecond})
 			require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -170,7 +170,8 @@ func TestCosts(t *testing.T) {
 		})
 		assert.EqualValues(t, 1, n[store.OpPut], "blocking Acquire: only the first try writes (%s)", n)
 		assert.GreaterOrEqual(t, n[store.OpGet], int64(3), "blocking Acquire polls (%s)", n)
-		assert.LessOrEqual(t, n[store.OpGet], int64(8), "blocking Acquire respects PollMin (%s)", n)
+		// At most one GET per PollMin in the 600 ms, and the first try's.
+		assert.LessOrEqual(t, n[store.OpGet], int64(13), "blocking Acquire respects PollMin (%s)", n)
 
 		n = measure(func() { require.NoError(t, a.Release(ctx)) })
 		assert.Equal(t, "put=1", n.String(), "release")
@@ -207,7 +208,9 @@ func TestCosts(t *testing.T) {
 		n = c.Counts().Sub(before)
 		assert.EqualValues(t, 2, n[store.OpPut], "release + takeover (%s)", n)
 		assert.GreaterOrEqual(t, n[store.OpGet], int64(1), "polls read first (%s)", n)
-		assert.LessOrEqual(t, n[store.OpGet], int64(2), "one poll after the release, maybe one before (%s)", n)
+		// One poll after the release; one or two before it lands, when
+		// the release takes longer than a poll interval (a loaded machine).
+		assert.LessOrEqual(t, n[store.OpGet], int64(3), "one poll after the release, at most two during it (%s)", n)
 		assert.EqualValues(t, 4, w.Token())
 		require.NoError(t, w.Release(ctx))
 	})
