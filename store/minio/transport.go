@@ -2,6 +2,8 @@ package minio
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -64,6 +66,12 @@ type transport struct{ base http.RoundTripper }
 func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	extra := x != nil && len(x.add) > 0 && req.Method == x.method
+	var body *detachable
+	if req.Body != nil && req.Body != http.NoBody {
+		req = req.Clone(req.Context())
+		body = &detachable{r: req.Body}
+		req.Body, req.GetBody = body, nil
+	}
 	if extra || (req.Method == http.MethodGet && req.Header.Get("Accept-Encoding") == "") {
 		// A RoundTripper must not modify the caller's request.
 		req = req.Clone(req.Context())
@@ -80,10 +88,55 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if body != nil {
+		body.detach()
+	}
 	if err == nil && x != nil {
 		x.mu.Lock()
 		x.resp = resp.Header
 		x.mu.Unlock()
 	}
 	return resp, err
+}
+
+// errDetached is what a read of a request body gets once its round trip is
+// over.
+var errDetached = errors.New("minio: request body read after its round trip ended")
+
+// detachable is a request body that can be cut off from the reader below
+// it. net/http may go on reading a request body after RoundTrip returns (a
+// connection that broke mid-upload, a server that answered before reading
+// it all), while minio-go seeks that same reader back to the start to
+// retry: a data race, and bytes of one attempt read by the other. Once the
+// round trip returns, the body is detached, and later reads fail without
+// touching the reader. Reads hold a lock, which is cheap: the driver's
+// bodies are in memory.
+type detachable struct {
+	mu       sync.Mutex
+	r        io.ReadCloser
+	detached bool
+}
+
+func (d *detachable) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.detached {
+		return 0, errDetached
+	}
+	return d.r.Read(p)
+}
+
+func (d *detachable) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.detached {
+		return nil
+	}
+	return d.r.Close()
+}
+
+func (d *detachable) detach() {
+	d.mu.Lock()
+	d.detached = true
+	d.mu.Unlock()
 }
