@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -158,8 +159,10 @@ type runner struct {
 	manifests map[string]*manifestInfo
 	// gens is the listing of _gen/, read once per run.
 	gens *listing
-	// pins is the listing of _pin/ (see listPins).
-	pins []store.Object
+	// pins is the listing of _pin/, and pinsAt the store time its pins'
+	// expiry is judged at (see listPins).
+	pins   []store.Object
+	pinsAt time.Time
 	// renewed is when the lease was last renewed (monotonic), for refresh.
 	renewed time.Time
 }
@@ -190,7 +193,19 @@ func (r *runner) run(ctx context.Context) (err error) {
 			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon; nothing was collected")
 			return nil
 		}
+		if attempt > maxPlans {
+			return fmt.Errorf("%w: pins kept appearing on what %d plans would delete", ErrBusy, maxPlans)
+		}
 		if r.o.DryRun || !p.needHorizon {
+			// Without a CAS there is no check of the pins after it: a
+			// plan that reused an earlier pin listing looks again.
+			if !r.o.DryRun && p.reusedPins && len(p.deleted)+len(p.orphans) > 0 {
+				if newPin, err := r.newPinOnCandidate(ctx, p); err != nil {
+					return err
+				} else if newPin {
+					continue
+				}
+			}
 			break
 		}
 		if err := r.renew(ctx, "publishing the horizon"); err != nil {
@@ -205,7 +220,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			// must be honoured: plan again (the floor is published now, so
 			// the next plan breaks out at once). Pins written after the
 			// CAS check the floor themselves (commit.Snapshot.Pin).
-			if len(p.deleted) > 0 {
+			if len(p.deleted)+len(p.orphans) > 0 {
 				if newPin, err := r.newPinOnCandidate(ctx, p); err != nil {
 					return err
 				} else if newPin {
@@ -267,7 +282,7 @@ func (r *runner) newPinOnCandidate(ctx context.Context, p *plan) (bool, error) {
 	if err != nil {
 		return false, refuse(err)
 	}
-	for _, g := range p.deleted {
+	for _, g := range slices.Concat(p.deleted, p.orphans) {
 		if pinned[g.Generation] > 0 {
 			r.log.Info("gc: a pin appeared on a generation planned for deletion; planning again", "generation", g.Generation)
 			return true, nil

@@ -3,6 +3,8 @@ package gc_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +64,26 @@ func TestLeftovers(t *testing.T) {
 	_, err = s.Head(ctx, key)
 	require.ErrorIs(t, err, store.ErrNotExist)
 	requireComplete(t, d)
+}
+
+// deniedSweeper is a store whose credentials may not look for leftovers.
+type deniedSweeper struct{ store.Store }
+
+func (deniedSweeper) SweepLeftovers(context.Context, string, time.Duration) (store.Leftovers, error) {
+	return store.Leftovers{}, store.Wrap("sweep-leftovers", "_gen/", store.ErrAccess, errors.New("AccessDenied"))
+}
+
+// TestLeftoversDenied: a store that refuses the sweep does not fail a
+// collection that is otherwise done; the report says what was skipped.
+func TestLeftoversDenied(t *testing.T) {
+	s := storeFor(t)
+	d := dataset(s)
+	publish(t, d, false, files(2, "one"))
+	publish(t, d, false, files(2, "two"))
+	publish(t, d, false, files(2, "three"))
+	rep, err := gc.Run(context.Background(), deniedSweeper{s}, strict())
+	require.NoError(t, err)
+	assert.Len(t, rep.Deleted, 1, "the collection itself went ahead")
+	require.NotEmpty(t, rep.Notes)
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "leftovers of interrupted writes under _gen/ were not removed")
 }

@@ -77,6 +77,8 @@ type plan struct {
 	del         []store.Object
 	expiredPins []string
 	notes       []string
+	// reusedPins: the plan judged an earlier plan's pin listing.
+	reusedPins bool
 }
 
 // refuse wraps an error that stops a run before anything is deleted.
@@ -116,6 +118,7 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, refuse(err)
 	}
+	p.reusedPins = r.pins != nil
 	pinned, err := r.listPins(ctx, p)
 	if err != nil {
 		return nil, refuse(err)
@@ -417,9 +420,13 @@ func (r *runner) prefetch(ctx context.Context) error {
 // The listing is read once per run, and again after newPinOnCandidate
 // drops it: a plan made again because a commit beat the horizon CAS reuses
 // it, which keeps that plan's window short. Pins written since are caught
-// after the CAS, when newPinOnCandidate lists again.
+// after the CAS, when newPinOnCandidate lists again. A reused listing is
+// judged at the time of the plan that read it, never later: a pin renewed
+// since then must not look expired, and a pin expired by then can no
+// longer be renewed (commit.Pin.Renew refuses).
 func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) {
 	if r.pins == nil {
+		r.pinsAt = p.now
 		r.pins = []store.Object{}
 		for o, err := range store.List(ctx, r.s, commit.PinDir, "", "") {
 			if err != nil {
@@ -438,7 +445,7 @@ func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) 
 			r.log.Warn("gc: leaving a malformed pin alone", "key", o.Key)
 			continue
 		}
-		if p.now.Sub(o.LastModified) >= allowance(ttl) {
+		if r.pinsAt.Sub(o.LastModified) >= allowance(ttl) {
 			p.expiredPins = append(p.expiredPins, o.Key)
 			continue
 		}

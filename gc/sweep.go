@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -130,18 +132,37 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 	return nil
 }
 
+// leftoverDirs are where the dataset's own writes go. The sweep stays in
+// them: a dataset at the root of a bucket must not abort other tools'
+// uploads, nor a dataset those of another nested under its prefix.
+var leftoverDirs = []string{generation.Dir, commit.PinDir, leaseDir}
+
 // sweepLeftovers asks the driver to remove the pieces of writes that were
 // interrupted more than the orphan age ago (temp files, incomplete
 // multipart uploads): they are invisible to listings, so no plan ever names
 // them (I7).
 //
 // It needs no lease: what it removes is judged by age alone, and two
-// sweeps at once only find each other's removals gone.
+// sweeps at once only find each other's removals gone. A failure is a note
+// in the report, not a failed collection: the collection itself is done,
+// and a store may deny listing uploads to a key that may delete objects.
 func (r *runner) sweepLeftovers(ctx context.Context) error {
-	got, err := store.SweepLeftovers(ctx, r.s, "", r.o.OrphanAge)
-	r.rep.Leftovers = got
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("gc: remove leftovers of interrupted writes: %w", err)
+	for _, dir := range leftoverDirs {
+		got, err := store.SweepLeftovers(ctx, r.s, dir, allowance(r.o.OrphanAge))
+		r.rep.Leftovers.Count += got.Count
+		r.rep.Leftovers.Bytes += got.Bytes
+		for op, n := range got.Requests {
+			r.rep.Leftovers.Requests[op] += n
+		}
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			r.log.Warn("gc: remove leftovers of interrupted writes", "error", err)
+			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("leftovers of interrupted writes under %s were not removed: %v", dir, err))
+		}
 	}
 	return nil
 }

@@ -298,7 +298,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 	}
 	fi, err := os.Stat(tmp)
 	if err != nil {
-		return store.Attrs{}, err
+		return store.Attrs{}, tempGone(err)
 	}
 	if opts.IfNoneMatch {
 		err := os.Link(tmp, file)
@@ -309,7 +309,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 			return store.Attrs{}, tempGone(err)
 		}
 		published = true
-		if err := os.Remove(tmp); err != nil {
+		// The object is published; a sweep of leftovers may have removed
+		// the temp name already.
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return store.Attrs{}, err
 		}
 	} else {

@@ -1,0 +1,66 @@
+package gc_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/store"
+)
+
+// pinListHook calls after once, right after the first listing of _pin/.
+type pinListHook struct {
+	store.Store
+	once  sync.Once
+	after func()
+}
+
+func (h *pinListHook) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	page, err := h.Store.List(ctx, req)
+	if req.Prefix == commit.PinDir {
+		h.once.Do(h.after)
+	}
+	return page, err
+}
+
+// TestRenewedPinAcrossReplans: a plan made again after a commit beat the
+// horizon CAS reuses the first plan's pin listing. A pin renewed in
+// between, whose listed age now looks past its TTL, must be judged at the
+// time of that listing: not dropped as expired, and its generation kept.
+func TestRenewedPinAcrossReplans(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := memStore(clock)
+	d := dataset(s)
+	publish(t, d, false, files(2, "one"))
+	first, err := d.Open(ctx)
+	require.NoError(t, err)
+	pin, err := first.Pin(ctx, 10*time.Second, "reader")
+	require.NoError(t, err)
+	publish(t, d, false, files(2, "two"))
+	stage(t, d, 1) // an orphan: the collector needs its horizon CAS
+	advance(9500 * time.Millisecond)
+
+	hook := &pinListHook{Store: s, after: func() {
+		publish(t, d, false, files(2, "three")) // the horizon CAS fails
+		require.NoError(t, pin.Renew(ctx))
+		advance(5 * time.Second)
+	}}
+	opts := strict()
+	opts.Keep = 2 // seq 1 is kept anyway; only its pin is at stake
+	rep, err := gc.Run(ctx, hook, opts)
+	require.NoError(t, err)
+	assert.Len(t, rep.Orphans, 1)
+	assert.Zero(t, rep.PinsDropped, "the renewed pin is live")
+	assert.Len(t, keysUnder(t, s, commit.PinDir), 1)
+	assert.NoError(t, readAll(ctx, first))
+}
