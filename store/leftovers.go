@@ -29,7 +29,9 @@ type Leftovers struct {
 
 // SweepLeftovers finds the driver under s, through WithPrefix and other
 // wrappers that have an Unwrap() Store method, and sweeps its leftovers
-// under prefix, which is relative to s. If the driver leaves none of its
+// under prefix, which is relative to s. A wrapper with Unwrap must pass
+// keys through unchanged; WithPrefix is the one that does not, and is
+// accounted for. If the driver leaves none of its
 // own, the error matches errors.ErrUnsupported.
 func SweepLeftovers(ctx context.Context, s Store, prefix string, olderThan time.Duration) (Leftovers, error) {
 	for {
