@@ -132,10 +132,12 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 	return nil
 }
 
-// leftoverDirs are where the dataset's own writes go. The sweep stays in
-// them: a dataset at the root of a bucket must not abort other tools'
-// uploads, nor a dataset those of another nested under its prefix.
-var leftoverDirs = []string{generation.Dir, commit.PinDir, leaseDir}
+// leftoverPrefixes are where the dataset's own writes go. The sweep stays
+// in them: a dataset at the root of a bucket must not abort other tools'
+// uploads, nor a dataset those of another nested under its prefix. The
+// pointer's own prefix reaches, on fs, the temp files beside it and none
+// below (see fs.Store.SweepLeftovers).
+var leftoverPrefixes = []string{generation.Dir, commit.PinDir, leaseDir, pointer.Key}
 
 // sweepLeftovers asks the driver to remove the pieces of writes that were
 // interrupted more than the orphan age ago (temp files, incomplete
@@ -147,7 +149,7 @@ var leftoverDirs = []string{generation.Dir, commit.PinDir, leaseDir}
 // in the report, not a failed collection: the collection itself is done,
 // and a store may deny listing uploads to a key that may delete objects.
 func (r *runner) sweepLeftovers(ctx context.Context) error {
-	for _, dir := range leftoverDirs {
+	for _, dir := range leftoverPrefixes {
 		got, err := store.SweepLeftovers(ctx, r.s, dir, allowance(r.o.OrphanAge))
 		r.rep.Leftovers.Count += got.Count
 		r.rep.Leftovers.Bytes += got.Bytes

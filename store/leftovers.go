@@ -15,7 +15,8 @@ type LeftoverSweeper interface {
 	// SweepLeftovers removes the leftovers of writes to keys under prefix
 	// that were last touched (or, for S3 multipart uploads, started) more
 	// than olderThan ago by the store's clock. A write still in progress
-	// within that age is never touched.
+	// within that age is never touched. A driver that cannot tell which
+	// key a piece was for says what a prefix covers (fs: a directory).
 	SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (Leftovers, error)
 }
 

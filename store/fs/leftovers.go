@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,14 +19,21 @@ import (
 // Put writes its temp file as the body arrives and touches it again just
 // before publishing it, so only a Put whose body stalls for longer than
 // olderThan can lose its temp file; it then fails, and nothing is
-// published. prefix must be empty or end with "/".
+// published.
+//
+// A temp file does not record which key it was for, only its directory. A
+// prefix that ends with "/" (or is empty) covers its directory and all
+// below; any other prefix covers only the directory that holds it, not the
+// directories below: "_pointer" sweeps the temp files next to the pointer.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
-	if prefix != "" && !strings.HasSuffix(prefix, "/") {
-		return got, store.Wrap(op, prefix, nil, fmt.Errorf("fs: %w: the prefix must end with \"/\"", store.ErrInvalidKey))
+	dirKey := prefix[:strings.LastIndex(prefix, "/")+1]
+	flat := dirKey != prefix
+	if flat && checkKey(prefix) != nil {
+		return got, store.Wrap(op, prefix, nil, errBadKey)
 	}
-	top, ok := s.dirPath(prefix)
+	top, ok := s.dirPath(dirKey)
 	if !ok {
 		return got, store.Wrap(op, prefix, nil, errBadKey)
 	}
@@ -42,8 +48,8 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case d.IsDir():
-			if path != top && strings.HasPrefix(d.Name(), "#") {
-				return filepath.SkipDir // the lock directory
+			if path != top && (flat || strings.HasPrefix(d.Name(), "#")) {
+				return filepath.SkipDir // below a flat prefix, or the lock directory
 			}
 			return nil
 		case !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tmpPrefix):
@@ -67,7 +73,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		emptied = append(emptied, filepath.Dir(path))
 		return nil
 	})
-	if errors.Is(err, fs.ErrNotExist) && prefix != "" {
+	if errors.Is(err, fs.ErrNotExist) && dirKey != "" {
 		err = nil // nothing was ever written under prefix
 	}
 	// Deepest first, so that a parent is tried after its children.

@@ -83,9 +83,9 @@ func TestSweepLeftovers(t *testing.T) {
 func TestSweepLeftoversErrors(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	_, err := s.SweepLeftovers(ctx, "no-slash", 0)
+	_, err := s.SweepLeftovers(ctx, "a//b", 0)
 	require.ErrorIs(t, err, store.ErrInvalidKey)
-	assert.Contains(t, err.Error(), "no-slash")
+	assert.Contains(t, err.Error(), "a//b")
 	got, err := s.SweepLeftovers(ctx, "never/written/", 0)
 	require.NoError(t, err, "a prefix with nothing under it has no leftovers")
 	assert.Zero(t, got)
@@ -114,4 +114,23 @@ func TestLeftoversConformance(t *testing.T) {
 		}, 10*time.Second, 5*time.Millisecond)
 		return int64(len(partial))
 	})
+}
+
+// TestSweepLeftoversFlat: a prefix that does not end with "/" sweeps only
+// the directory that would hold it: the temp file of a pointer write, not
+// those of the data below.
+func TestSweepLeftoversFlat(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	partial := []byte("half a pointer")
+	top := teststores.StalledPut(t, s, "ds/_pointer", partial)
+	below := teststores.StalledPut(t, s, "ds/_gen/g/f", partial)
+	tempFiles(t, s, 2, int64(len(partial)))
+	got, err := store.SweepLeftovers(ctx, store.WithPrefix(s, "ds/"), "_pointer", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.Count)
+	left := tempFiles(t, s, 1, 0)
+	assert.Equal(t, "g", filepath.Base(filepath.Dir(left[0])), "the data write's temp file is below the prefix's directory")
+	require.Error(t, top())
+	require.NoError(t, below())
 }
