@@ -276,7 +276,12 @@ func (tx *Tx) putManifest(ctx context.Context, stored []byte) error {
 		}
 		got, rerr := io.ReadAll(io.LimitReader(rc, int64(len(stored))+1))
 		rc.Close()
-		if rerr == nil && bytes.Equal(got, stored) {
+		switch {
+		case rerr != nil:
+			// A cut read proves nothing either way: read again.
+			err = errors.Join(err, rerr)
+			continue
+		case bytes.Equal(got, stored):
 			return nil // our own write, landed earlier
 		}
 		return fmt.Errorf("%w: another manifest is at %q", err, key)

@@ -766,6 +766,25 @@ func TestPinFloorAndExpiry(t *testing.T) {
 
 // TestManifestSpurious412: the manifest PUT lands, its response is lost and
 // the SDK's retry gets 412 from our own write. The commit goes on.
+// TestManifestReadBackCut: when the read-back that settles a spurious 412
+// on the manifest is itself cut, the writer reads again instead of taking
+// the half it got for someone else's manifest.
+func TestManifestReadBackCut(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			fs := faultstore.New(f.New(t))
+			d := commit.New(fs)
+			// No files: the first write and read under _gen/ are the
+			// manifest's.
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.AfterRetry, Times: 1})
+			fs.Add(faultstore.Rule{Op: store.OpGet, Key: generation.Dir, Mode: faultstore.Cut, Times: 1})
+			p, err := publish(t, d, map[string]string{}, commit.CommitOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
+		})
+	}
+}
+
 func TestManifestSpurious412(t *testing.T) {
 	for _, f := range teststores.Local() {
 		t.Run(f.Name, func(t *testing.T) {

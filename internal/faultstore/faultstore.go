@@ -28,6 +28,9 @@ const (
 	// does after a lost response, and returns the second result (for a
 	// conditional write: a precondition failure against its own write).
 	AfterRetry
+	// Cut, for a Get, returns the first half of the body and then the
+	// error, as a connection that breaks mid-download.
+	Cut
 )
 
 // ErrInjected is the default injected error, a timeout-like failure.
@@ -101,12 +104,33 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 		return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
 	}
 	rc, a, err := s.Store.Get(ctx, key)
-	if r != nil && err == nil {
-		rc.Close()
-		return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
+	switch {
+	case r == nil || err != nil:
+		return rc, a, err
+	case r.Mode == Cut:
+		return &cutBody{rc: rc, left: a.Size / 2, err: store.Wrap("get", key, nil, r.Err)}, a, nil
 	}
-	return rc, a, err
+	rc.Close()
+	return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
 }
+
+// cutBody delivers left bytes of rc, then fails with err.
+type cutBody struct {
+	rc   io.ReadCloser
+	left int64
+	err  error
+}
+
+func (c *cutBody) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, c.err
+	}
+	n, err := c.rc.Read(p[:min(int64(len(p)), c.left)])
+	c.left -= int64(n)
+	return n, err
+}
+
+func (c *cutBody) Close() error { return c.rc.Close() }
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
