@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
+	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -73,7 +74,7 @@ func (f *faultStore) Get(ctx context.Context, key string) (io.ReadCloser, store.
 		var err error
 		rc, attrs, err = f.s.Get(ctx, key)
 		if err == nil && k == Cut && attrs.Size > 1 {
-			rc = &cutBody{rc: rc, left: attrs.Size / 2, err: &Error{Kind: Cut, Op: store.OpGet}}
+			rc = faultstore.CutBody(rc, attrs.Size/2, &Error{Kind: Cut, Op: store.OpGet})
 		}
 		return err
 	}, func() { rc.Close() })

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
+	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -129,7 +130,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.ContentLength > 1 {
 			n = int64(lat) % resp.ContentLength // some prefix, strictly shorter
 		}
-		resp.Body = &cutBody{rc: resp.Body, left: n, err: &Error{Kind: k, Op: op}}
+		resp.Body = faultstore.CutBody(resp.Body, n, &Error{Kind: k, Op: op})
 		return resp, nil
 	}
 	return t.base.RoundTrip(req)
@@ -186,27 +187,3 @@ func errorResponse(req *http.Request, k Kind, status int, code, msg string) *htt
 func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
-
-// cutBody passes through left bytes, then fails.
-type cutBody struct {
-	rc   io.ReadCloser
-	left int64
-	err  error
-}
-
-func (c *cutBody) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, c.err
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.rc.Read(p)
-	c.left -= int64(n)
-	if err == io.EOF {
-		return n, c.err // the body ended early anyway; still report a reset
-	}
-	return n, err
-}
-
-func (c *cutBody) Close() error { return c.rc.Close() }

@@ -108,13 +108,18 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 	case r == nil || err != nil:
 		return rc, a, err
 	case r.Mode == Cut:
-		return &cutBody{rc: rc, left: a.Size / 2, err: store.Wrap("get", key, nil, r.Err)}, a, nil
+		return CutBody(rc, a.Size/2, store.Wrap("get", key, nil, r.Err)), a, nil
 	}
 	rc.Close()
 	return nil, store.Attrs{}, store.Wrap("get", key, nil, r.Err)
 }
 
-// cutBody delivers left bytes of rc, then fails with err.
+// CutBody returns a body that delivers the first n bytes of rc, then fails
+// with err, as a connection that breaks mid-download.
+func CutBody(rc io.ReadCloser, n int64, err error) io.ReadCloser {
+	return &cutBody{rc: rc, left: n, err: err}
+}
+
 type cutBody struct {
 	rc   io.ReadCloser
 	left int64
