@@ -278,7 +278,8 @@ func (tx *Tx) putManifest(ctx context.Context, stored []byte) error {
 		rc.Close()
 		switch {
 		case rerr != nil:
-			// A cut read proves nothing either way: read again.
+			// A cut read proves nothing either way: try the conditional
+			// PUT and the read-back again.
 			err = errors.Join(err, rerr)
 			continue
 		case bytes.Equal(got, stored):

@@ -764,8 +764,49 @@ func TestPinFloorAndExpiry(t *testing.T) {
 	assert.Len(t, keysUnder(t, s, commit.PinDir), 1, "only the first, expired pin is left; the refused one was removed")
 }
 
-// TestManifestSpurious412: the manifest PUT lands, its response is lost and
-// the SDK's retry gets 412 from our own write. The commit goes on.
+// slowPut runs before each Put, as a request that takes long to land.
+type slowPut struct {
+	store.Store
+	before func()
+}
+
+func (s slowPut) Put(ctx context.Context, key string, r io.Reader, o store.PutOptions) (store.Attrs, error) {
+	s.before()
+	return s.Store.Put(ctx, key, r, o)
+}
+
+// TestPinRenewLandsLate: a renewal that was sent in time but lands after
+// the pin's TTL ran out cannot be trusted (a collector may have listed the
+// pin as expired meanwhile): Renew says ErrCollected and removes the pin.
+func TestPinRenewLandsLate(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var mu sync.Mutex
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	d := commit.New(s)
+	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	slow := false
+	slowSnap, err := commit.New(slowPut{Store: s, before: func() {
+		if slow {
+			advance(2 * time.Second)
+		}
+	}}).Open(ctx)
+	require.NoError(t, err)
+	p, err := slowSnap.Pin(ctx, 10*time.Second, "test")
+	require.NoError(t, err)
+	advance(9 * time.Second)
+	slow = true
+	require.ErrorIs(t, p.Renew(ctx), commit.ErrCollected)
+	assert.Empty(t, keysUnder(t, s, commit.PinDir), "the late renewal is not left behind")
+	slow = false
+	_, err = snap.Pin(ctx, 10*time.Second, "again")
+	require.NoError(t, err, "reopening and pinning again works")
+}
+
 // TestManifestReadBackCut: when the read-back that settles a spurious 412
 // on the manifest is itself cut, the writer reads again instead of taking
 // the half it got for someone else's manifest.
@@ -785,6 +826,8 @@ func TestManifestReadBackCut(t *testing.T) {
 	}
 }
 
+// TestManifestSpurious412: the manifest PUT lands, its response is lost and
+// the SDK's retry gets 412 from our own write. The commit goes on.
 func TestManifestSpurious412(t *testing.T) {
 	for _, f := range teststores.Local() {
 		t.Run(f.Name, func(t *testing.T) {

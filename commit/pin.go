@@ -61,7 +61,7 @@ func (s *Snapshot) Pin(ctx context.Context, ttl time.Duration, owner string) (*P
 		return nil, fmt.Errorf("commit: pin ttl must be positive, got %s", ttl)
 	}
 	p := &Pin{s: s.d.s, Key: PinKey(s.Generation(), ttl, uuid.NewString()), TTL: ttl, owner: owner, seq: s.Seq()}
-	if err := p.write(ctx); err != nil {
+	if _, err := p.write(ctx); err != nil {
 		return nil, fmt.Errorf("commit: pin generation %s: %w", s.Generation(), err)
 	}
 	cur, _, err := pointer.Read(ctx, s.d.s)
@@ -77,18 +77,20 @@ func (s *Snapshot) Pin(ctx context.Context, ttl time.Duration, owner string) (*P
 
 // write stores the pin's body. A fresh renew id makes every write's body,
 // and so its ETag, differ.
-func (p *Pin) write(ctx context.Context) error {
+func (p *Pin) write(ctx context.Context) (store.Attrs, error) {
 	body, _ := json.Marshal(map[string]any{
 		"generation": strings.Split(strings.TrimPrefix(p.Key, PinDir), "/")[0],
 		"seq":        p.seq, "owner": p.owner, "ttl_ms": p.TTL.Milliseconds(), "renew_id": uuid.NewString(),
 	})
-	_, err := p.s.Put(ctx, p.Key, strings.NewReader(string(body)), store.PutOptions{Size: int64(len(body)), ContentType: "application/json"})
-	return err
+	return p.s.Put(ctx, p.Key, strings.NewReader(string(body)), store.PutOptions{Size: int64(len(body)), ContentType: "application/json"})
 }
 
 // Renew extends the pin by its TTL from now. It refuses, with ErrCollected,
 // a pin that has already expired by the store's clock or is gone: the
-// collector may have acted on it.
+// collector may have acted on it. The same holds when the renewal itself
+// lands only after the TTL ran out (a slow request): a collector may have
+// listed the pin as expired in between, so Renew removes it again and
+// reports ErrCollected.
 func (p *Pin) Renew(ctx context.Context) error {
 	a, err := p.s.Head(ctx, p.Key)
 	if errors.Is(err, store.ErrNotExist) {
@@ -100,8 +102,13 @@ func (p *Pin) Renew(ctx context.Context) error {
 	if age := a.ServerTime.Sub(a.LastModified); age >= p.TTL {
 		return fmt.Errorf("%w: pin %q expired %s ago", ErrCollected, p.Key, (age - p.TTL).Round(time.Second))
 	}
-	if err := p.write(ctx); err != nil {
+	w, err := p.write(ctx)
+	if err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)
+	}
+	if late := w.ServerTime.Sub(a.LastModified); late >= p.TTL {
+		p.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; it expires anyway
+		return fmt.Errorf("%w: the renewal of pin %q landed %s after it was written, past its %s TTL", ErrCollected, p.Key, late.Round(time.Millisecond), p.TTL)
 	}
 	return nil
 }

@@ -145,9 +145,10 @@ var leftoverPrefixes = []string{generation.Dir, commit.PinDir, leaseDir, pointer
 // them (I7).
 //
 // It needs no lease: what it removes is judged by age alone, and two
-// sweeps at once only find each other's removals gone. A failure is a note
-// in the report, not a failed collection: the collection itself is done,
-// and a store may deny listing uploads to a key that may delete objects.
+// sweeps at once only find each other's removals gone. A store that denies
+// it (credentials that may delete objects but not list uploads) gets a
+// note in the report; other failures fail the run, after the collection
+// itself is done.
 func (r *runner) sweepLeftovers(ctx context.Context) error {
 	for _, dir := range leftoverPrefixes {
 		got, err := store.SweepLeftovers(ctx, r.s, dir, allowance(r.o.OrphanAge))
@@ -159,11 +160,11 @@ func (r *runner) sweepLeftovers(ctx context.Context) error {
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):
 			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
+		case errors.Is(err, store.ErrAccess):
 			r.log.Warn("gc: remove leftovers of interrupted writes", "error", err)
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("leftovers of interrupted writes under %s were not removed: %v", dir, err))
+		case err != nil:
+			return fmt.Errorf("gc: remove leftovers of interrupted writes under %s: %w", dir, err)
 		}
 	}
 	return nil

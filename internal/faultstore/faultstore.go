@@ -66,8 +66,11 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule.
+// Add installs a rule. Cut applies to Get only.
 func (s *Store) Add(r Rule) {
+	if r.Mode == Cut && r.Op != store.OpGet {
+		panic("faultstore: Cut applies to Get only")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules = append(s.rules, &rule{Rule: r})
@@ -132,6 +135,9 @@ func (c *cutBody) Read(p []byte) (int, error) {
 	}
 	n, err := c.rc.Read(p[:min(int64(len(p)), c.left)])
 	c.left -= int64(n)
+	if err == io.EOF {
+		err = c.err // the body was shorter than the cut: still a cut
+	}
 	return n, err
 }
 

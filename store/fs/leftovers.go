@@ -74,7 +74,9 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		return nil
 	})
 	if errors.Is(err, fs.ErrNotExist) && dirKey != "" {
-		err = nil // nothing was ever written under prefix
+		if _, serr := os.Stat(s.root); serr == nil {
+			err = nil // nothing was ever written under prefix
+		}
 	}
 	// Deepest first, so that a parent is tried after its children.
 	slices.SortFunc(emptied, func(a, b string) int { return strings.Compare(b, a) })

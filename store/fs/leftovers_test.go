@@ -90,8 +90,10 @@ func TestSweepLeftoversErrors(t *testing.T) {
 	require.NoError(t, err, "a prefix with nothing under it has no leftovers")
 	assert.Zero(t, got)
 	require.NoError(t, os.RemoveAll(s.Root()))
-	_, err = s.SweepLeftovers(ctx, "", 0)
-	require.ErrorIs(t, err, store.ErrNoBucket)
+	for _, prefix := range []string{"", "_gen/", "_pointer"} {
+		_, err = s.SweepLeftovers(ctx, prefix, 0)
+		require.ErrorIs(t, err, store.ErrNoBucket, prefix)
+	}
 
 	_, err = store.SweepLeftovers(ctx, store.WithPrefix(mem.New(), "ds/"), "", 0)
 	require.ErrorIs(t, err, errors.ErrUnsupported, "the mem driver leaves nothing behind")
