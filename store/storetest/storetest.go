@@ -339,7 +339,7 @@ func testCreateRace(t *testing.T, s store.Store) {
 	const racers, rounds = 64, 50
 	for r := range rounds {
 		key := "race/" + strconv.Itoa(r)
-		var wins atomic.Int32
+		var wins, lost atomic.Int32
 		var wg sync.WaitGroup
 		errs := make(chan error, racers)
 		start := make(chan struct{})
@@ -351,6 +351,7 @@ func testCreateRace(t *testing.T, s store.Store) {
 				case err == nil:
 					wins.Add(1)
 				case errors.Is(err, store.ErrPrecondition), errors.Is(err, store.ErrConflict):
+					lost.Add(1)
 				default:
 					errs <- err
 				}
@@ -363,6 +364,7 @@ func testCreateRace(t *testing.T, s store.Store) {
 			require.NoError(t, err)
 		}
 		require.EqualValuesf(t, 1, wins.Load(), "round %d: exactly one create must win", r)
+		require.EqualValuesf(t, racers-1, lost.Load(), "round %d: every other create gets 412 (or 409)", r)
 	}
 }
 
