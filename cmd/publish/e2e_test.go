@@ -73,8 +73,6 @@ type target struct {
 	secret string
 }
 
-var s3EnvOnce sync.Once
-
 func targets(t *testing.T) []target {
 	fsTarget := target{
 		name: "fs",
@@ -86,12 +84,7 @@ func targets(t *testing.T) []target {
 		},
 	}
 	srv := s3server.Shared(t)
-	s3EnvOnce.Do(func() {
-		// For the stores the test itself opens; the binary gets srv.Env().
-		os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-		os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-		os.Setenv("AWS_REGION", srv.Region)
-	})
+	srv.UseCredentials() // for the stores the test itself opens; the binary gets srv.Env()
 	s3Target := target{
 		name:   "s3",
 		url:    func(t *testing.T) string { return "s3://" + srv.NewBucket(t) + "/datasets/daily" },

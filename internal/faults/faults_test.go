@@ -258,18 +258,12 @@ func TestConcurrentUse(t *testing.T) {
 	t.Log(c)
 }
 
-var envOnce sync.Once
-
 // remote returns the s3 or minio driver on a fresh bucket of the shared
 // test server, sending its requests through in's transport.
 func remote(t *testing.T, driver string, in *faults.Injector) store.Store {
 	t.Helper()
 	srv := s3server.Shared(t)
-	envOnce.Do(func() {
-		os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-		os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-		os.Setenv("AWS_REGION", srv.Region)
-	})
+	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	ctx := context.Background()
 	var s store.Store

@@ -85,11 +85,7 @@ func crashTargets(t *testing.T) []crashTarget {
 		env:         srv.Env(),
 		coarseClock: true,
 		dataset: func(t *testing.T, name string) (string, store.Store) {
-			envOnce.Do(func() {
-				os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-				os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-				os.Setenv("AWS_REGION", srv.Region)
-			})
+			srv.UseCredentials()
 			s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true})
 			require.NoError(t, err)
 			return "s3://" + bucket + "/" + name, store.WithPrefix(s, name+"/")

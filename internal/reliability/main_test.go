@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,8 +78,6 @@ type target struct {
 	in     *faults.Injector
 }
 
-var envOnce sync.Once
-
 // newTarget returns a fresh, empty store of the driver with faults from in.
 // The emulated retries of mem and fs match the SDKs' default of 3 attempts.
 func newTarget(t testing.TB, driver string, in *faults.Injector) target {
@@ -95,11 +92,7 @@ func newTarget(t testing.TB, driver string, in *faults.Injector) target {
 		return target{driver, in.Store(s, 2), s, in}
 	}
 	srv := s3server.Shared(t)
-	envOnce.Do(func() {
-		os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-		os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-		os.Setenv("AWS_REGION", srv.Region)
-	})
+	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	open := func(rt http.RoundTripper) store.Store {
 		ctx := context.Background()

@@ -85,6 +85,20 @@ func (s *Server) Env() []string {
 	}
 }
 
+var credentialsOnce sync.Once
+
+// UseCredentials puts the server's credentials and region in this
+// process's environment, where the drivers' standard chain finds them, for
+// stores a test opens itself (child processes get Env). Every server of a
+// process has the same ones, so it happens once.
+func (s *Server) UseCredentials() {
+	credentialsOnce.Do(func() {
+		os.Setenv("AWS_ACCESS_KEY_ID", s.AccessKey)
+		os.Setenv("AWS_SECRET_ACCESS_KEY", s.SecretKey)
+		os.Setenv("AWS_REGION", s.Region)
+	})
+}
+
 // Start builds the binary if needed and starts a server with a temporary root.
 func Start(ctx context.Context) (*Server, error) {
 	bin, err := Binary()

@@ -7,10 +7,8 @@ import (
 	"context"
 	"io"
 	iofs "io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/commitptr/commitptr/internal/s3server"
@@ -26,8 +24,6 @@ type Factory struct {
 	Name string
 	New  func(t testing.TB) store.Store
 }
-
-var envOnce sync.Once
 
 // All returns a factory per driver. The s3 and minio factories start the
 // shared S3 test server on first use and fail the test if it cannot run.
@@ -52,12 +48,7 @@ func Local() []Factory { return All()[:2] }
 func remote(t testing.TB, scheme string) store.Store {
 	t.Helper()
 	srv := s3server.Shared(t)
-	envOnce.Do(func() {
-		// The drivers read credentials from the standard chain.
-		os.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-		os.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-		os.Setenv("AWS_REGION", srv.Region)
-	})
+	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	s, err := store.Open(context.Background(), scheme+"://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
 	if err != nil {
