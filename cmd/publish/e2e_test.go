@@ -22,41 +22,15 @@ import (
 
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
 func TestMain(m *testing.M) {
 	code := s3server.Main(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	teststores.RemoveBinaries()
 	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-// publishBin builds the publish binary once per test run.
-func publishBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "commitptr-publish-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "publish")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return binPath
 }
 
 // target is a kind of store the binary runs against.
@@ -109,7 +83,7 @@ type result struct {
 // command prepares the binary with the target's flags and environment.
 func (tg target) command(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(publishBin(t), append(append([]string{}, tg.flags...), args...)...)
+	cmd := exec.Command(teststores.PublishBinary(t), append(append([]string{}, tg.flags...), args...)...)
 	cmd.Env = append(os.Environ(), tg.env...)
 	return cmd
 }

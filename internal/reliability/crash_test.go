@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,31 +26,6 @@ import (
 	_ "github.com/commitptr/commitptr/store/fs" // registers file://
 	"github.com/commitptr/commitptr/store/s3"
 )
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// publishBin builds cmd/publish once per test binary.
-func publishBin(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "commitptr-crash-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "publish")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/publish").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build cmd/publish: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
-}
 
 // crashTarget is where the crash trials publish: a dataset URL for the
 // CLI, and the same dataset as a store for verification.
@@ -112,7 +86,7 @@ type proc struct {
 
 func (tg crashTarget) start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(publishBin(t), append(slices.Clone(tg.flags), args...)...)
+	cmd := exec.Command(teststores.PublishBinary(t), append(slices.Clone(tg.flags), args...)...)
 	cmd.Env = append(os.Environ(), tg.env...)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
@@ -400,7 +374,7 @@ func TestCrashGC(t *testing.T) {
 func TestCrashRun(t *testing.T) {
 	for _, tg := range crashTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
-			bin := publishBin(t)
+			bin := teststores.PublishBinary(t)
 			srcDir := filepath.Join(t.TempDir(), "src")
 			rnd := rand.New(rand.NewPCG(seed(t, 13), 0))
 			runArgs := func(url string, extra ...string) []string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
 	"github.com/commitptr/commitptr/store/mem"
@@ -22,9 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := s3server.Main(m)
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath)) // the publish binary of the crash tests
-	}
+	teststores.RemoveBinaries() // the publish binary of the crash tests
 	os.Exit(code)
 }
 

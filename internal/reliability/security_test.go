@@ -21,6 +21,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -193,7 +194,7 @@ func TestCLICredentialsNotInOutput(t *testing.T) {
 	srv := s3server.Shared(t)
 	bucket := srv.NewBucket(t)
 	const secret = "SECRET-cli-wJalrXUtnFEMI-K7MDENG-EXAMPLE"
-	bin := publishBin(t)
+	bin := teststores.PublishBinary(t)
 	src := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644))
 	url := "s3://" + bucket + "/ds"

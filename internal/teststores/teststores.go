@@ -5,10 +5,14 @@ package teststores
 
 import (
 	"context"
+	"fmt"
 	"io"
 	iofs "io/fs"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/commitptr/commitptr/internal/s3server"
@@ -91,4 +95,39 @@ func FSTempFiles(root string) []string {
 		return nil
 	})
 	return found
+}
+
+var publishBuild struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// PublishBinary builds cmd/publish once per test process, for tests that
+// run it as a real process, and returns its path. TestMain removes it with
+// RemoveBinaries.
+func PublishBinary(t testing.TB) string {
+	t.Helper()
+	b := &publishBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "commitptr-publish-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "publish")
+		out, err := exec.Command("go", "build", "-o", b.path, "github.com/commitptr/commitptr/cmd/publish").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("build cmd/publish: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// RemoveBinaries deletes what PublishBinary built.
+func RemoveBinaries() {
+	if publishBuild.dir != "" {
+		os.RemoveAll(publishBuild.dir)
+	}
 }
