@@ -75,7 +75,9 @@
 // rewritten when that listing grows to 16 epochs; it is only a starting
 // point, so a stale or missing hint costs a longer listing, never a wrong
 // answer. CleanupEpochs deletes epochs that ended long ago and always keeps
-// the latest.
+// the latest. Since a deleted epoch can be created again by a create that
+// was in flight all along, a client whose create of N+1 landed lists the
+// keys after N+1 once more, and gives N+1 back if a newer epoch exists.
 //
 // Tests check I5 with 8 OS processes contending for one lease on the fs and
 // s3 drivers for COMMITPTR_LEASE_SOAK (default 8 s; the issue asks for 60 s:

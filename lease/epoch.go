@@ -29,9 +29,11 @@ const (
 	// long after they ended; see CleanupEpochs.
 	MinCleanupAge = time.Minute
 	// maxListAge bounds the time between proving which epoch is the latest
-	// and creating the next one. It is well below MinCleanupAge, so no
-	// epoch that was missing from our listing can have been created, aged
-	// and cleaned up meanwhile.
+	// and sending the create of the next one. It is well below
+	// MinCleanupAge, so an epoch missing from a listing is rarely created,
+	// aged and cleaned up before our create. Nothing bounds how long the
+	// create is in flight, though: the check for a newer epoch after it
+	// lands is what keeps a late create from holding (see attemptEpoch).
 	maxListAge = MinCleanupAge / 4
 )
 
@@ -111,6 +113,21 @@ func latestEpoch(ctx context.Context, s store.Store, name string, from uint64) (
 	}
 }
 
+// newerEpoch returns an epoch of name above epoch, or 0 if there is none
+// (1 LIST of the keys after epoch's: normally only the hint).
+func newerEpoch(ctx context.Context, s store.Store, name string, epoch uint64) (uint64, error) {
+	prefix := epochPrefix(name)
+	for obj, err := range store.List(ctx, s, prefix, "", EpochKey(name, epoch)) {
+		if err != nil {
+			return 0, err
+		}
+		if e := parseEpoch(prefix, obj.Key); e > epoch {
+			return e, nil
+		}
+	}
+	return 0, nil
+}
+
 // readHint returns the hinted latest epoch, or 0. A missing, unreadable or
 // corrupt hint only costs a longer listing, so errors are ignored.
 func readHint(ctx context.Context, s store.Store, name string) uint64 {
@@ -137,6 +154,16 @@ func writeHint(ctx context.Context, s store.Store, name string, epoch uint64) {
 
 // attemptEpoch tries once to acquire the epoch lock. from is the epoch to
 // list from (0: read the hint object).
+//
+// A create of epoch N+1 that lands is checked by listing the keys after it:
+// if a newer epoch exists, the create was in flight while others created
+// N+1, ended it, went past it and cleaned it up, and it landed on the
+// emptied key. It is released at once and never returned. If no newer
+// epoch exists when the check lists, the key N+1 was never deleted before
+// this create (CleanupEpochs deletes an epoch only below a newer one and
+// never the newest, so the newest epoch ever created always exists): this
+// create is N+1's only life, and any later creator of N+2 must judge it by
+// the store's clock. docs/PROTOCOL.md has the argument in full.
 func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint64, error) {
 	prefix := epochPrefix(a.name)
 	race := false
@@ -179,6 +206,22 @@ func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint6
 			return nil, from, err
 		}
 		if l != nil {
+			// The create may have been in flight for any time, and landed
+			// on a key that others had created, ended and cleaned up
+			// meanwhile. Then a higher epoch exists: give this one back.
+			newer, err := newerEpoch(ctx, a.s, a.name, next)
+			if err != nil {
+				if rerr := l.Release(ctx); rerr != nil {
+					err = fmt.Errorf("%w; and could not release it, so it expires after its TTL: %v", err, rerr)
+				}
+				return nil, from, fmt.Errorf("epoch lock %q: created epoch %d but could not check for a newer one: %w", a.name, next, err)
+			}
+			if newer > 0 {
+				l.Release(ctx) // best effort: an epoch below a newer one is never judged
+				race = true
+				from = newer
+				continue
+			}
 			if listed >= hintEvery {
 				writeHint(ctx, a.s, a.name, next)
 			}
@@ -217,9 +260,12 @@ func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint6
 // Finding N costs 1 GET of the hint object and 1 LIST from the hinted
 // epoch on; the listing holds only the epochs created since the hint was
 // last written (it is rewritten every 16 epochs), never the whole history.
-// So an acquisition costs 1 GET + 1 LIST + 1 GET + 1 PUT, or 1 GET + 1 LIST
-// + 1 PUT for the first epoch. The single-key lease is cheaper; the epoch
-// lock keeps a history of holders.
+// A create that lands is followed by 1 LIST of the keys after the new epoch
+// (normally only the hint), and given back if a newer epoch exists, as it
+// does when the create was in flight while others moved past it. So an
+// acquisition costs 1 GET + 1 LIST + 1 GET + 1 PUT + 1 LIST, or 1 GET +
+// 1 LIST + 1 PUT + 1 LIST for the first epoch. The single-key lease is
+// cheaper; the epoch lock keeps a history of holders.
 func TryAcquireEpoch(ctx context.Context, s store.Store, name string, opts Options) (*Epoch, error) {
 	a, err := newAcquirer(s, name, "", opts)
 	if err != nil {
@@ -231,7 +277,8 @@ func TryAcquireEpoch(ctx context.Context, s store.Store, name string, opts Optio
 
 // AcquireEpoch acquires the epoch lock name, waiting while it is held
 // until ctx is done, with the same backoff as Acquire. Later polls list
-// from the latest epoch seen and skip the hint: 1 LIST + 1 GET (+ 1 PUT).
+// from the latest epoch seen and skip the hint: 1 LIST + 1 GET (+ 1 PUT +
+// 1 LIST).
 func AcquireEpoch(ctx context.Context, s store.Store, name string, opts Options) (*Epoch, error) {
 	a, err := newAcquirer(s, name, "", opts)
 	if err != nil {
@@ -275,9 +322,12 @@ func StatusEpoch(ctx context.Context, s store.Store, name string) (Info, error) 
 // An epoch below the latest has ended: its successor was created only
 // after it was proven expired or released. Still, a deleted epoch key can
 // be created again, by a client that proved its predecessor expired and
-// then stalled for longer than olderThan; so olderThan must be long (an
-// hour is a good choice) and at least MinCleanupAge. Acquisition refuses to
-// create an epoch from a listing older than MinCleanupAge/4.
+// whose create stayed in flight for longer than olderThan. That client
+// finds the newer epoch when it lists after its create, and gives the
+// recreated one back; it never holds it. olderThan must still be long (an
+// hour is a good choice) and at least MinCleanupAge, so that this stays
+// rare: acquisition refuses to create an epoch from a listing older than
+// MinCleanupAge/4.
 func CleanupEpochs(ctx context.Context, s store.Store, name string, olderThan time.Duration) (int, error) {
 	if err := CheckName(name); err != nil {
 		return 0, err

@@ -32,10 +32,18 @@ func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	}
 }
 
-// fakeClock is a settable clock, for the mem store's server time.
+// fakeClock is a settable clock: the mem store's server time, or a
+// holder's local clock (a lease.Clock, whose timers fire when Advance
+// passes them).
 type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t       time.Time
+	waiters []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
 }
 
 func newFakeClock() *fakeClock {
@@ -48,10 +56,31 @@ func (c *fakeClock) Now() time.Time {
 	return c.t
 }
 
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.t
+	} else {
+		c.waiters = append(c.waiters, fakeTimer{c.t.Add(d), ch})
+	}
+	return ch
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+	pending := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.t) {
+			pending = append(pending, w)
+		} else {
+			w.ch <- c.t
+		}
+	}
+	c.waiters = pending
 }
 
 // skewClock is the real clock shifted by a fixed offset: a client whose

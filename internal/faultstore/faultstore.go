@@ -1,7 +1,8 @@
 // Package faultstore wraps a store.Store and injects faults into chosen
 // requests, for tests: a request that fails before it is sent, one that is
-// applied but whose response is lost, and the SDK-retry shape in which the
-// lost response is followed by a resend that the store refuses.
+// applied but whose response is lost, the SDK-retry shape in which the lost
+// response is followed by a resend that the store refuses, and writes held
+// in flight, before or after they land, while the test acts.
 package faultstore
 
 import (
@@ -31,6 +32,14 @@ const (
 	// Cut, for a Get, returns the first half of the body and then the
 	// error, as a connection that breaks mid-download.
 	Cut
+	// HoldRequest, for a Put, runs Then before the request reaches the
+	// store, then sends it and returns its real result: a write delayed
+	// in the network that lands late.
+	HoldRequest
+	// HoldResponse, for a Put, sends the request, runs Then, and returns
+	// the real result: a write that landed at once and whose response
+	// came late.
+	HoldResponse
 )
 
 // ErrInjected is the default injected error, a timeout-like failure.
@@ -47,7 +56,9 @@ type Rule struct {
 	// Err is returned; nil means ErrInjected.
 	Err error
 	// Then, if set, runs after an applied request and before the caller
-	// hears back, e.g. to let another writer act in between.
+	// hears back, e.g. to let another writer act in between; with
+	// HoldRequest, before the request is sent. A Then that blocks holds
+	// the request in flight.
 	Then func()
 }
 
@@ -66,10 +77,14 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule. Cut applies to Get only.
+// Add installs a rule. Cut applies to Get only, HoldRequest and
+// HoldResponse to Put only.
 func (s *Store) Add(r Rule) {
 	if r.Mode == Cut && r.Op != store.OpGet {
 		panic("faultstore: Cut applies to Get only")
+	}
+	if (r.Mode == HoldRequest || r.Mode == HoldResponse) && r.Op != store.OpPut {
+		panic("faultstore: HoldRequest and HoldResponse apply to Put only")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,8 +164,20 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if r == nil {
 		return s.Store.Put(ctx, key, body, opts)
 	}
-	if r.Mode == Before {
+	switch r.Mode {
+	case Before:
 		return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+	case HoldRequest:
+		if r.Then != nil {
+			r.Then()
+		}
+		return s.Store.Put(ctx, key, body, opts)
+	case HoldResponse:
+		a, err := s.Store.Put(ctx, key, body, opts)
+		if r.Then != nil {
+			r.Then()
+		}
+		return a, err
 	}
 	b, err := io.ReadAll(body)
 	if err != nil {
