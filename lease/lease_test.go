@@ -462,6 +462,51 @@ func TestAmbiguousWrites(t *testing.T) {
 	})
 }
 
+// TestDeadlineCountsFromSend: the holder's own deadline is the time its
+// acquire or renew was sent + TTL − margin, not the time it heard back. The
+// response of each is held in flight for 2 s of the holder's clock, and
+// the deadline still counts from the send: at send + 9 s the holder stops
+// believing it holds, though only 7 s passed since it heard back.
+func TestDeadlineCountsFromSend(t *testing.T) {
+	modes := map[string]faultstore.Mode{"held-response": faultstore.HoldResponse, "lost-response": faultstore.After}
+	for mname, mode := range modes {
+		t.Run(mname, func(t *testing.T) {
+			ctx := context.Background()
+			local := newFakeClock() // the holder's clock
+			f := faultstore.New(mem.New())
+			const delay = 2 * time.Second
+			hold := func() {
+				f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: mode, Times: 1, Then: func() { local.Advance(delay) }})
+			}
+			o := opts("a", 10*time.Second) // margin 1 s
+			o.Clock = local
+
+			hold()
+			sent := local.Now()
+			a, err := lease.TryAcquire(ctx, f, "x", o)
+			require.NoError(t, err)
+			require.Equal(t, sent.Add(delay), local.Now(), "the response was held")
+			assert.Equal(t, sent.Add(9*time.Second), a.Deadline(), "acquire: deadline from the send")
+
+			local.Advance(time.Second)
+			hold()
+			sent = local.Now()
+			require.NoError(t, a.Renew(ctx))
+			require.Equal(t, sent.Add(delay), local.Now(), "the response was held")
+			assert.Equal(t, sent.Add(9*time.Second), a.Deadline(), "renew: deadline from the send")
+
+			local.Advance(sent.Add(9*time.Second).Sub(local.Now()) - time.Millisecond)
+			assert.True(t, a.Held(), "1 ms before send + TTL − margin")
+			local.Advance(time.Millisecond)
+			assert.False(t, a.Held(), "at send + TTL − margin")
+			err = a.Renew(ctx)
+			require.ErrorIs(t, err, lease.ErrLost)
+			assert.Contains(t, err.Error(), "own deadline passed")
+			assert.True(t, isClosed(a.Done()))
+		})
+	}
+}
+
 // TestRenewFailureKeepsLease: a renewal that provably did not land is an
 // error, but not a loss; the lease holds until its deadline.
 func TestRenewFailureKeepsLease(t *testing.T) {
