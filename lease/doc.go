@@ -15,7 +15,9 @@
 //     HTTP-date resolution). A free lease is taken over with PUT If-Match
 //     on the ETag just read and token + 1; otherwise the caller gets a
 //     *HeldError naming the holder and, in server time, until when.
-//   - Renew: PUT If-Match on our ETag with the same token.
+//   - Renew: PUT If-Match on our ETag with the same token. A renewal that
+//     did not land after a 409, a 5xx or a network failure is sent again
+//     with a short backoff, while the pause ends before our deadline.
 //   - Release: PUT If-Match of released: true. Never a DELETE, so the next
 //     holder continues the token sequence.
 //

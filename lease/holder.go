@@ -251,6 +251,10 @@ func (l *Lease) write(ctx context.Context, released bool) (wid string, sent time
 	return wid, sent, attrs, err
 }
 
+// renewRetryMin is the first pause before a renewal that did not land is
+// sent again; the pause doubles up to TTL/10.
+const renewRetryMin = 10 * time.Millisecond
+
 // Renew extends the lease by one TTL from now: a conditional write on the
 // lease object's ETag with the same token (one PUT). The new deadline
 // counts from the moment the write was sent.
@@ -258,12 +262,16 @@ func (l *Lease) write(ctx context.Context, released bool) (wid string, sent time
 // If the lease was taken over, Renew returns an error matching ErrLost and
 // Done closes. Before concluding that, an uncertain write (timeout, 5xx,
 // 409, or a 412 that an SDK retry got against our own write) is resolved by
-// reading the object back and looking for our write id. Any other error
-// leaves the lease held until its deadline; renew again soon.
+// reading the object back and looking for our write id. A write that did
+// not land for a reason a retry may cure (a 409 ConditionalRequestConflict,
+// a 5xx, a timeout, a broken connection) is sent again after a short
+// backoff, for as long as the pause ends before the holder's deadline. Any
+// other error leaves the lease held until its deadline; renew again soon.
 func (l *Lease) Renew(ctx context.Context) error {
 	l.op.Lock()
 	defer l.op.Unlock()
-	for attempt := 0; ; attempt++ {
+	pause := renewRetryMin
+	for adopted := 0; ; {
 		if err := l.live(); err != nil {
 			return err
 		}
@@ -281,11 +289,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 			if cerr := l.confirm(obs.rec.WriteID, obs.etag, l.sentOf(obs.rec.WriteID), obs.serverTime); cerr != nil {
 				return cerr
 			}
-			if attempt < 2 {
+			if adopted++; adopted < 3 {
 				continue
 			}
-			return fmt.Errorf("lease %q: renew: %w", l.name, err)
-		case notApplied:
 			return fmt.Errorf("lease %q: renew: %w", l.name, err)
 		case taken:
 			l.mu.Lock()
@@ -293,9 +299,49 @@ func (l *Lease) Renew(ctx context.Context) error {
 			l.finishLocked(rerr)
 			l.mu.Unlock()
 			return rerr
-		default:
-			return fmt.Errorf("lease %q: renew: %w; read back: %v", l.name, err, rerr)
+		case unknown:
+			err = fmt.Errorf("%w; read back: %v", err, rerr)
 		}
+		// Not applied (or not known to be): send it again if that may help
+		// and there is time.
+		if !retryable(err) || !l.wait(ctx, pause) {
+			return fmt.Errorf("lease %q: renew: %w", l.name, err)
+		}
+		pause = min(2*pause, max(l.ttl/10, renewRetryMin))
+	}
+}
+
+// retryable reports whether a write that did not land may land when sent
+// again: after a 409 ConditionalRequestConflict, a 5xx, a timeout or a
+// broken connection. Refusals that a retry meets again are not: a failed
+// precondition, a missing key or bucket, denied access, a bad key, and a
+// done context.
+func retryable(err error) bool {
+	for _, refusal := range []error{
+		store.ErrPrecondition, store.ErrNotExist, store.ErrNoBucket, store.ErrAccess,
+		store.ErrInvalidKey, store.ErrNotEnforced, context.Canceled, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, refusal) {
+			return false
+		}
+	}
+	return true
+}
+
+// wait pauses for d before a write is sent again. It returns false at once
+// if the pause would reach the holder's deadline, and false if ctx ends
+// first. It returns early, with true, if the lease ends meanwhile.
+func (l *Lease) wait(ctx context.Context, d time.Duration) bool {
+	if !l.clock.Now().Add(d).Before(l.Deadline()) {
+		return false
+	}
+	select {
+	case <-l.clock.After(d):
+		return true
+	case <-l.done:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
@@ -507,21 +508,60 @@ func TestDeadlineCountsFromSend(t *testing.T) {
 	}
 }
 
-// TestRenewFailureKeepsLease: a renewal that provably did not land is an
-// error, but not a loss; the lease holds until its deadline.
+// TestRenewFailureKeepsLease: a renewal that provably did not land, with
+// an error that a retry would meet again, is an error at once, but not a
+// loss; the lease holds until its deadline.
 func TestRenewFailureKeepsLease(t *testing.T) {
 	s := mem.New()
 	f := faultstore.New(s)
+	c := store.Count(f)
 	ctx := context.Background()
-	a, err := lease.TryAcquire(ctx, f, "x", opts("a", time.Minute))
+	a, err := lease.TryAcquire(ctx, c, "x", opts("a", time.Minute))
 	require.NoError(t, err)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Times: 1})
+	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Times: 1, Err: store.ErrAccess})
+	before := c.Counts()
 	err = a.Renew(ctx)
-	require.ErrorIs(t, err, faultstore.ErrInjected)
+	require.ErrorIs(t, err, store.ErrAccess)
 	require.NotErrorIs(t, err, lease.ErrLost)
+	assert.Equal(t, "get=1 put=1", c.Counts().Sub(before).String(), "one write, read back, not retried")
 	assert.True(t, a.Held())
 	require.NoError(t, a.Renew(ctx))
 	require.NoError(t, a.Release(ctx))
+}
+
+// TestRenewRetriesTransient: a renewal answered 409
+// (ConditionalRequestConflict), 5xx or "connection refused" did not land,
+// and is sent again within the deadline: Renew succeeds and the lease stays
+// held. A collector must not stop its run on one of them.
+func TestRenewRetriesTransient(t *testing.T) {
+	errs := map[string]error{
+		"409":     store.ErrConflict,
+		"500":     &faults.Error{Kind: faults.Internal, Op: store.OpPut},
+		"503":     &faults.Error{Kind: faults.SlowDown, Op: store.OpPut},
+		"refused": &faults.Error{Kind: faults.Refused, Op: store.OpPut},
+	}
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		for ename, ferr := range errs {
+			t.Run(ename, func(t *testing.T) {
+				name := "retry-" + ename
+				f := faultstore.New(s)
+				c := store.Count(f)
+				a, err := lease.TryAcquire(ctx, c, name, opts("a", time.Minute))
+				require.NoError(t, err)
+				first := a.Deadline()
+				f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key(name), Mode: faultstore.Before, Times: 2, Err: ferr})
+				before := c.Counts()
+				require.NoError(t, a.Renew(ctx), "two refused writes, then one that lands")
+				assert.EqualValues(t, 3, c.Counts().Sub(before)[store.OpPut])
+				assert.True(t, a.Held())
+				assert.True(t, a.Deadline().After(first), "the deadline moved on")
+				_, err = lease.TryAcquire(ctx, s, name, opts("b", time.Minute))
+				requireHeld(t, err)
+				require.NoError(t, a.Release(ctx))
+			})
+		}
+	})
 }
 
 func TestKeepAlive(t *testing.T) {
