@@ -84,6 +84,19 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = pending
 }
 
+// timers returns how many timers wait, and when the earliest fires.
+func (c *fakeClock) timers() (n int, next time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if n == 0 || w.at.Before(next) {
+			next = w.at
+		}
+		n++
+	}
+	return n, next
+}
+
 // skewClock is the real clock shifted by a fixed offset: a client whose
 // wall clock is wrong. Its readings keep the monotonic component.
 type skewClock struct{ off time.Duration }
@@ -562,6 +575,51 @@ func TestRenewRetriesTransient(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestRenewRetriesUntilDeadline: a renewal that keeps getting 409s is sent
+// again and again, but a pause never reaches the holder's deadline: Renew
+// gives up with the 409 less than one pause before it, and the lease is
+// still held, not lost. The holder's clock runs from timer to timer.
+func TestRenewRetriesUntilDeadline(t *testing.T) {
+	ctx := context.Background()
+	local := newFakeClock()
+	f := faultstore.New(mem.New())
+	c := store.Count(f)
+	o := opts("a", 10*time.Second)
+	o.Clock = local
+	a, err := lease.TryAcquire(ctx, c, "x", o)
+	require.NoError(t, err)
+	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Err: store.ErrConflict})
+	before := c.Counts()
+	done := make(chan error, 1)
+	go func() { done <- a.Renew(ctx) }()
+	giveUp := time.Now().Add(time.Minute)
+	for returned := false; !returned; {
+		select {
+		case err = <-done:
+			returned = true
+		default:
+			// Fire the earliest timer once both the lease's deadline timer
+			// and the renewal's pause wait.
+			if n, next := local.timers(); n >= 2 {
+				local.Advance(next.Sub(local.Now()))
+			} else {
+				require.True(t, time.Now().Before(giveUp), "Renew neither waits nor returns")
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.NotErrorIs(t, err, lease.ErrLost)
+	assert.True(t, a.Held())
+	left := a.Deadline().Sub(local.Now())
+	assert.Positive(t, left)
+	assert.LessOrEqual(t, left, time.Second, "retried until less than one pause (at most TTL/10) was left")
+	assert.GreaterOrEqual(t, c.Counts().Sub(before)[store.OpPut], int64(10), "sent again and again")
+	f.Clear()
+	require.NoError(t, a.Renew(ctx))
+	require.NoError(t, a.Release(ctx))
 }
 
 func TestKeepAlive(t *testing.T) {
