@@ -23,10 +23,15 @@ import (
 type CommitOptions struct {
 	Message string
 	Meta    map[string]string
-	// Fence is the fencing token of the lease the writer holds, or 0. The
-	// commit is refused if a higher token has committed, and it raises the
-	// pointer's fence to this token.
-	Fence uint64
+	// Fence is the fencing token of the lease the writer holds, or 0.
+	// FenceLease is that lease's identity (see LeaseIdentity); empty means
+	// the unnamed lease, the single fence of older pointers. The commit is
+	// refused if the same lease already committed or registered a higher
+	// token, and it raises that lease's entry in the pointer to Fence.
+	// Tokens of different leases are never compared. A commit with no
+	// token is refused only where the pointer is set to fenced writers only.
+	Fence      uint64
+	FenceLease string
 }
 
 // maxCASRetries bounds how often Commit re-sends the pointer write after
@@ -96,13 +101,15 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	}
 	cur, etag := tx.base, tx.baseETag
 	for attempt := 0; ; attempt++ {
-		if err := tx.guard(cur, opts.Fence); err != nil {
+		if err := tx.guard(cur, opts.Fence, opts.FenceLease); err != nil {
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
-			next.GCHorizon, next.GCFloor, next.Fence = cur.GCHorizon, cur.GCFloor, max(cur.Fence, opts.Fence)
-		} else {
-			next.Fence = opts.Fence
+			next.GCHorizon, next.GCFloor = cur.GCHorizon, cur.GCFloor
+			next.Fence, next.Fences, next.FencedOnly = cur.Fence, cur.Fences, cur.FencedOnly
+		}
+		if opts.Fence != 0 {
+			next.SetFence(opts.FenceLease, opts.Fence)
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		if werr == nil {
@@ -214,7 +221,7 @@ func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint
 
 // guard applies the collector-horizon, fencing and collector-floor checks
 // against the newest pointer seen.
-func (tx *Tx) guard(cur *pointer.Pointer, fence uint64) error {
+func (tx *Tx) guard(cur *pointer.Pointer, fence uint64, lease string) error {
 	if cur == nil {
 		return nil
 	}
@@ -222,8 +229,8 @@ func (tx *Tx) guard(cur *pointer.Pointer, fence uint64) error {
 		return fmt.Errorf("%w: generation %s started staging at %s, the collector's horizon is %s",
 			ErrStale, tx.gen, tx.stagingStart.Format(time.RFC3339), cur.GCHorizon.Format(time.RFC3339))
 	}
-	if cur.Fence > fence {
-		return &FencedError{Mine: fence, Committed: cur.Fence}
+	if err := checkFence(cur, fence, lease); err != nil {
+		return err
 	}
 	if tx.refSeq != 0 && tx.refSeq < cur.GCFloor {
 		return fmt.Errorf("%w: generation %s references objects of seq %d, below the collector's floor %d",

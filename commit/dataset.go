@@ -22,7 +22,8 @@ var (
 	// ErrStale: the collector's horizon passed this generation's staging
 	// start, so some of its objects may have been collected.
 	ErrStale = errors.New("commit: generation is stale")
-	// ErrFenced: a higher fencing token has committed.
+	// ErrFenced: the same lease has committed or registered a higher
+	// fencing token, or the dataset takes fenced writers only.
 	ErrFenced = errors.New("commit: fenced")
 	// ErrCollected: an object of a snapshot is gone; the snapshot outlived
 	// retention. Pin snapshots that must live long, or reopen.
@@ -49,13 +50,25 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// FencedError reports a commit refused by fencing.
+// FencedError reports a commit or fence registration refused by fencing.
 type FencedError struct {
+	// Lease is the identity of the lease whose tokens were compared; empty
+	// for the unnamed lease.
+	Lease string
+	// Mine is the refused token (0: the commit carried none, and the
+	// dataset takes fenced writers only); Committed is the lease's highest
+	// token in the pointer.
 	Mine, Committed uint64
 }
 
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("commit: fenced: token %d is below the committed token %d", e.Mine, e.Committed)
+	switch {
+	case e.Mine == 0:
+		return "commit: fenced: the dataset takes fenced writers only, and this commit carries no fencing token"
+	case e.Lease == "":
+		return fmt.Sprintf("commit: fenced: token %d is below the committed token %d", e.Mine, e.Committed)
+	}
+	return fmt.Sprintf("commit: fenced: token %d of lease %s is below its registered token %d", e.Mine, e.Lease, e.Committed)
 }
 
 // Is makes errors.Is(err, ErrFenced) true.

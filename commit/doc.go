@@ -17,8 +17,9 @@
 //   - A Snapshot reads the files of exactly one generation, verifying the
 //     size and sha256 of every file while streaming (I3).
 //   - A commit is refused when the collector's horizon has passed its
-//     staging start (ErrStale) or when a higher fencing token has committed
-//     (ErrFenced) (I6).
+//     staging start (ErrStale) or when the same lease has registered or
+//     committed a higher fencing token (ErrFenced) (I6). Tokens are kept per
+//     lease identity (CommitOptions.FenceLease); see Dataset.RegisterFence.
 //   - A writer discards its staged objects only after proving it lost.
 //     When the outcome cannot be proven it returns ErrCommitUnknown and
 //     deletes nothing.

@@ -32,7 +32,9 @@
 //	defer l.Release(ctx)
 //	l.KeepAlive(ctx)
 //	… work, checking l.Held(), or select on l.Done() …
-//	d.Commit(ctx, commit.CommitOptions{Fence: l.Token()})
+//	id, _ := lease.Identity(storeURL, "gc")
+//	d.RegisterFence(ctx, id, l.Token()) // before staging
+//	tx.Commit(ctx, commit.CommitOptions{Fence: l.Token(), FenceLease: id})
 //
 // # Guarantees
 //
@@ -52,9 +54,12 @@
 //     an SDK retry got against our own successful write) is resolved by
 //     reading the object back and looking for our write id. A lease we hold
 //     is never reported as held by someone else or as lost.
-//   - A lease that was lost cannot be used to change a dataset: pass
-//     Token as commit.CommitOptions.Fence, and the pointer refuses any
-//     commit with a token lower than one that has committed (I6).
+//   - A lease that was lost cannot be used to change a dataset: register
+//     Token in the dataset right after acquiring (commit.Dataset.
+//     RegisterFence), and pass it with the lease's Identity as
+//     commit.CommitOptions.Fence and FenceLease; the pointer refuses any
+//     commit with a lower token of the same lease than one registered or
+//     committed (I6).
 //   - A corrupt lease object (bad JSON, unknown fields, over 64 KiB) is an
 //     error, never taken as expired.
 //

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -50,9 +51,19 @@ type Pointer struct {
 	ManifestSHA256 string `json:"manifest_sha256"`
 	// WriteID is unique per pointer write.
 	WriteID string `json:"write_id"`
-	// Fence is the highest fencing token that has committed. A commit with
-	// a lower token is refused.
+	// Fence is the highest fencing token of the unnamed lease: tokens
+	// given without a lease identity (CommitOptions.FenceLease empty). It is
+	// the single fence of pointers written before fences were kept per
+	// lease, which therefore read unchanged.
 	Fence uint64 `json:"fence,omitempty"`
+	// Fences holds, per lease identity (a stable name of the lease object:
+	// its store without credentials plus its name), the highest token that
+	// lease committed or registered. A commit carrying a lower token of the
+	// same lease is refused; tokens of different leases are never compared.
+	Fences map[string]uint64 `json:"fences,omitempty"`
+	// FencedOnly refuses every commit that carries no fencing token. It is
+	// an operator's setting, kept by every later pointer write.
+	FencedOnly bool `json:"fenced_only,omitempty"`
 	// GCHorizon is a server time set by the collector before it removes
 	// orphans: a generation whose staging started at or before it may have
 	// lost objects and can no longer be committed.
@@ -62,10 +73,11 @@ type Pointer struct {
 	// collected, so a commit that references their objects (a rollback)
 	// is refused.
 	GCFloor uint64 `json:"gc_floor,omitempty"`
-	// GCCommittedAt is set only when the collector rewrites the pointer:
-	// the store's time at which this generation was committed, which the
-	// rewrite would otherwise hide (a commit's own Last-Modified is that
-	// time). Commits leave it zero.
+	// GCCommittedAt is set only when the pointer is rewritten without a
+	// commit (by the collector, or to register a fence): the store's time
+	// at which this generation was committed, which the rewrite would
+	// otherwise hide (a commit's own Last-Modified is that time). Commits
+	// leave it zero.
 	GCCommittedAt time.Time `json:"gc_committed_at,omitzero"`
 
 	// Informational.
@@ -165,10 +177,37 @@ func (p *Pointer) Validate() error {
 	case p.WriteID == "":
 		return bad("empty write id")
 	}
+	for id, token := range p.Fences {
+		if id == "" || token == 0 {
+			return bad("fence %q: %d", id, token)
+		}
+	}
 	if _, err := hex.DecodeString(p.ManifestSHA256); err != nil {
 		return bad("manifest sha256 %q", p.ManifestSHA256)
 	}
 	return nil
+}
+
+// FenceOf returns the highest token registered or committed by the lease
+// with this identity; the empty identity is the unnamed lease.
+func (p *Pointer) FenceOf(lease string) uint64 {
+	if lease == "" {
+		return p.Fence
+	}
+	return p.Fences[lease]
+}
+
+// SetFence records token as the lease's highest. It copies the fence map,
+// so a pointer copied with a struct assignment keeps its own.
+func (p *Pointer) SetFence(lease string, token uint64) {
+	if lease == "" {
+		p.Fence = token
+		return
+	}
+	m := make(map[string]uint64, len(p.Fences)+1)
+	maps.Copy(m, p.Fences)
+	m[lease] = token
+	p.Fences = m
 }
 
 // CommittedAtServer returns the store's time at which p's generation was

@@ -339,10 +339,11 @@ func TestPutUnderLease(t *testing.T) {
 	code, _, errs := cli(t, "", "put", "--lease", "writer", src, u)
 	assert.Equal(t, exitHeld, code, errs)
 
-	// A fence below the committed one is refused: exit 6.
-	require.NoError(t, json.Unmarshal([]byte(ok(t, "put", "--json", "--fence", "5", src, u)), &got))
+	// A fence below the one its lease committed is refused: exit 6.
+	const id = "s3://bucket/jobs/_lease/other"
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "put", "--json", "--fence", "5", "--fence-lease", id, src, u)), &got))
 	assert.Equal(t, uint64(5), got.Fence)
-	code, _, errs = cli(t, "", "put", "--fence", "4", src, u)
+	code, _, errs = cli(t, "", "put", "--fence", "4", "--fence-lease", id, src, u)
 	assert.Equal(t, exitFenced, code, errs)
 	assert.Contains(t, errs, "fenced")
 }

@@ -33,6 +33,7 @@ type putOptions struct {
 	Wait        time.Duration
 	Probe       bool
 	Fence       uint64
+	FenceLease  string
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -44,7 +45,8 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Lease, "lease", "", "commit fenced under the lease `NAME`: acquire it, and commit with its token")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "TTL of the lease taken with --lease; it is renewed every TTL/3")
 	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
-	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token (default: $COMMITPTR_FENCE, which 'publish run' sets)")
+	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token of the lease --fence-lease (default: $COMMITPTR_FENCE, which 'publish run' sets)")
+	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
 }
 
@@ -69,10 +71,15 @@ If another writer commits first, put deletes what it staged and exits with
 status 3. Retry it if your data should win, or let the winner stand.
 
 With --lease NAME, put acquires the lease (or fails with status 4), keeps it
-alive while staging, and commits with the lease's fencing token: a put that
-lost its lease, or whose token is below one that already committed, cannot
-commit (status 6). Under 'publish run', put commits with the token of run's
-lease, which run exports as COMMITPTR_FENCE (see --fence).
+alive while staging, and commits with the lease's fencing token. Under
+'publish run', put commits with the token of run's lease, which run exports
+as COMMITPTR_FENCE beside the lease's identity, COMMITPTR_LEASE_ID (see
+--fence). Either way, before staging, put registers the token in the
+dataset's pointer (one extra pointer write per new token), so that from then
+on a put holding a lower token of the same lease, such as a holder that was
+paused until its lease was taken over, cannot commit (status 6). Tokens of
+different leases are never compared, and a put without a token is not
+fenced unless the dataset takes fenced writers only (see 'publish fences').
 
 The first commit of a dataset runs 'publish probe' first: put refuses to
 write to a store that ignores conditional writes. --probe checks on every
@@ -89,8 +96,8 @@ may have landed, and nothing is deleted.` + exitStatus(exitOK, exitError, exitUs
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Src, opts.URL = args[0], args[1]
-			if !cmd.Flags().Changed("fence") {
-				opts.Fence = envFence()
+			if err := opts.fenceFromEnv(cmd); err != nil {
+				return err
 			}
 			return runPut(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -108,6 +115,7 @@ type putResult struct {
 	Reused     int    `json:"reused"`
 	Bytes      int64  `json:"bytes"`
 	Fence      uint64 `json:"fence,omitempty"`
+	FenceLease string `json:"fence_lease,omitempty"`
 }
 
 type srcFile struct {
@@ -143,7 +151,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	}
 	s := d.Store()
 
-	fence := opts.Fence
+	fence, fenceLease := opts.Fence, opts.FenceLease
 	var held *lease.Lease
 	if opts.Lease != "" {
 		if err := probeNewLease(ctx, s, opts.URL, opts.Lease); err != nil {
@@ -156,7 +164,17 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		defer releaseLease(held, opts.globalOptions)
 		held.KeepAlive(ctx)
 		fence = held.Token()
+		if fenceLease, err = lease.Identity(opts.URL, opts.Lease); err != nil {
+			return err
+		}
 		opts.log().Info("lease acquired", "name", opts.Lease, "token", fence)
+	}
+	if fence != 0 {
+		// Before staging: from now on a lower token of this lease cannot
+		// commit, even one whose holder was paused past its TTL.
+		if err := d.RegisterFence(ctx, fenceLease, fence); err != nil {
+			return describe(opts.URL, err)
+		}
 	}
 
 	tx, err := d.Begin(ctx)
@@ -179,7 +197,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if held != nil && !held.Held() {
 		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
-	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence})
+	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
 	if err != nil {
 		if errors.Is(err, commit.ErrCommitUnknown) {
 			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
@@ -189,7 +207,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		return describe(opts.URL, err)
 	}
-	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Fence: p.Fence}
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Fence: fence, FenceLease: fenceLease}
 	for _, f := range files {
 		res.Bytes += f.size
 	}
@@ -339,8 +357,35 @@ func probeError(rawURL string, err error) error {
 	return fmt.Errorf("probe %s: %w", redact(rawURL), err)
 }
 
-// envFence returns the fencing token 'publish run' exports, or 0.
-func envFence() uint64 {
-	n, _ := strconv.ParseUint(os.Getenv("COMMITPTR_FENCE"), 10, 64)
-	return n
+// fenceFromEnv fills --fence and --fence-lease from what 'publish run'
+// exports, where the flags are not given. A token means something only
+// with the identity of the lease that issued it, so one without the other
+// is refused rather than compared with another lease's tokens.
+func (o *putOptions) fenceFromEnv(cmd *cobra.Command) error {
+	if o.Lease != "" {
+		// --lease brings its own token and identity.
+		if cmd.Flags().Changed("fence") || cmd.Flags().Changed("fence-lease") {
+			return usagef("--lease takes its own token; it cannot be combined with --fence or --fence-lease")
+		}
+		return nil
+	}
+	if !cmd.Flags().Changed("fence") {
+		if v := os.Getenv("COMMITPTR_FENCE"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n == 0 {
+				return usagef("COMMITPTR_FENCE=%q is not a fencing token", v)
+			}
+			o.Fence = n
+		}
+	}
+	if !cmd.Flags().Changed("fence-lease") {
+		o.FenceLease = os.Getenv("COMMITPTR_LEASE_ID")
+	}
+	switch {
+	case o.Fence != 0 && o.FenceLease == "":
+		return usagef("fencing token %d comes without the identity of its lease: pass --fence-lease, or set COMMITPTR_LEASE_ID as 'publish run' does", o.Fence)
+	case o.Fence == 0 && o.FenceLease != "" && cmd.Flags().Changed("fence-lease"):
+		return usagef("--fence-lease needs --fence")
+	}
+	return nil
 }

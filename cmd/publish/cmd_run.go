@@ -38,9 +38,12 @@ lease alive, and releases it when CMD exits. Only one 'publish run' with the
 same URL and NAME runs its CMD at a time, on any number of machines.
 
 If the lease is held, run fails at once with status 4, or waits up to --wait
-for it. CMD gets the lease's fencing token in COMMITPTR_FENCE (and the name
-in COMMITPTR_LEASE). A 'publish put' run by CMD commits with that token, so
-a CMD that lost its lease cannot overwrite the work of the next holder.
+for it. CMD gets the lease's fencing token in COMMITPTR_FENCE, the lease's
+identity in COMMITPTR_LEASE_ID (its store without credentials, plus its key,
+e.g. s3://bucket/jobs/_lease/nightly) and its name in COMMITPTR_LEASE. A
+'publish put' run by CMD registers that token in the dataset before it
+stages and commits with it, so a CMD that lost its lease cannot overwrite
+the work of the next holder's puts.
 
 The lease is renewed every --ttl/3. If it is lost (taken over after renewals
 failed for longer than the TTL, or its holder's own deadline passed), run
@@ -108,9 +111,14 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 
 	c := exec.Command(opts.Command[0], opts.Command[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = opts.stdin, stdout, stderr
+	id, err := lease.Identity(opts.URL, opts.Lease)
+	if err != nil {
+		return err
+	}
 	c.Env = append(os.Environ(),
 		"COMMITPTR_FENCE="+strconv.FormatUint(l.Token(), 10),
 		"COMMITPTR_LEASE="+opts.Lease,
+		"COMMITPTR_LEASE_ID="+id,
 	)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Output copying must not outlive CMD by much if it leaves children

@@ -105,7 +105,13 @@ func runShow(ctx context.Context, opts showOptions, stdout, _ io.Writer) error {
 		fmt.Fprintf(tw, "meta\t%s\n", formatMeta(p.Meta))
 	}
 	if p.Fence != 0 {
-		fmt.Fprintf(tw, "fence\t%d\n", p.Fence)
+		fmt.Fprintf(tw, "fence\t%d (unnamed lease)\n", p.Fence)
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.Fences)) {
+		fmt.Fprintf(tw, "fence\t%d (%s)\n", p.Fences[id], id)
+	}
+	if p.FencedOnly {
+		fmt.Fprintf(tw, "fenced only\tcommits without a fencing token are refused\n")
 	}
 	if !p.GCHorizon.IsZero() {
 		fmt.Fprintf(tw, "gc horizon\t%s\n", formatTime(p.GCHorizon))

@@ -61,6 +61,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newUpdateCommand(g),
 		newLeaseCommand(g),
 		newRunCommand(g),
+		newFencesCommand(g),
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)
@@ -90,7 +91,7 @@ var exitDescriptions = map[int]string{
 	exitLost:        "lost the race: another writer committed first; nothing of ours is live",
 	exitHeld:        "the lease is held by someone else (for gc: or commits kept landing too fast to collect); try again later",
 	exitUnknown:     "outcome unknown: the commit may or may not have landed; nothing was deleted (check with 'publish show')",
-	exitFenced:      "fenced or stale: a higher fencing token committed, the collector's horizon passed our generation, or the lease was lost",
+	exitFenced:      "fenced or stale: our lease has a higher fencing token in the dataset (or the dataset takes fenced writers only), the collector's horizon passed our generation, or the lease was lost",
 	exitInterrupted: "interrupted (SIGINT or SIGTERM)",
 }
 
