@@ -84,7 +84,8 @@ back; if that is impossible too, the exit status is 5.` + exitStatus(exitOK, exi
 	return cmd
 }
 
-// reservedKeys are the first key segments of a dataset's own objects.
+// reservedKeys are the names of a dataset's own objects and directories,
+// the first segments of its keys below its prefix.
 var reservedKeys = []string{
 	pointer.Key,
 	strings.TrimSuffix(generation.Dir, "/"),

@@ -205,8 +205,8 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 // Put implements store.Store. The body is written to a temp file and synced
 // before the lock of the object's directory is taken; under the lock the
 // condition is checked and the file is published with link(2) (IfNoneMatch)
-// or rename(2). It never returns store.ErrConflict. If opts.Size is set and the body's length
-// differs, Put fails and writes nothing.
+// or rename(2). It never returns store.ErrConflict. If opts.Size is set and
+// the body's length differs, Put fails and writes nothing.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	const op = "put"
 	if err := checkKey(key); err != nil {
