@@ -375,6 +375,44 @@ func TestUpdateInProcess(t *testing.T) {
 	assert.Equal(t, "new\n", string(b))
 }
 
+// TestUpdateRefusesDatasetKeys: update refuses every key and URL that
+// reaches a dataset's own objects, wherever the dataset lies, and writes
+// nothing.
+func TestUpdateRefusesDatasetKeys(t *testing.T) {
+	root := t.TempDir()
+	u := "file://" + filepath.ToSlash(root)
+	ok(t, "put", writeTree(t, map[string]string{"a": "1"}), u+"/ds")
+	s, err := store.Open(context.Background(), u, store.Config{})
+	require.NoError(t, err)
+	keys := func() map[string]string {
+		m := map[string]string{}
+		for o, err := range store.List(context.Background(), s, "", "", "") {
+			require.NoError(t, err)
+			m[o.Key] = o.ETag
+		}
+		return m
+	}
+	before := keys()
+	require.Contains(t, before, "ds/_pointer")
+	for _, c := range []struct {
+		args []string
+		seg  string
+	}{
+		{[]string{u, "ds/_pointer"}, "_pointer"},
+		{[]string{u, "ds/_lease/job"}, "_lease"},
+		{[]string{u, "a/b/_pin/x"}, "_pin"},
+		{[]string{u + "/ds", "_gen/x/_manifest"}, "_gen"},
+		{[]string{u + "/ds/_pointer"}, "_pointer"},
+		{[]string{u + "/ds/_probe", "x"}, "_probe"},
+	} {
+		args := append(append([]string{"update"}, c.args...), "--", "sh", "-c", "echo x")
+		code, _, errs := cli(t, "", args...)
+		assert.Equal(t, exitUsage, code, "%v: %s", c.args, errs)
+		assert.Contains(t, errs, fmt.Sprintf("segment %q of a dataset's own layout", c.seg), c.args)
+	}
+	assert.Equal(t, before, keys(), "nothing was written")
+}
+
 func TestGCDryRun(t *testing.T) {
 	u := memURL()
 	for i := range 4 {

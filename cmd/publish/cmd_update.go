@@ -9,12 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -41,10 +45,12 @@ once, and should derive its output from its input only.
 
 Without KEY, the last path element of URL is the key:
 'publish update s3://b/state.json -- ...' updates the key state.json of the
-store s3://b. The dataset's own keys (_pointer, _gen/, _lease/, _pin/,
-_probe/) are refused. Before creating the object, update checks that the
-store enforces conditional writes (see 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and
-0 when it does not (its stdin is then empty). If CMD fails, nothing is
+store s3://b. A key or URL path with a segment named like a dataset's own
+objects (_pointer, _gen, _lease, _pin or _probe) is refused, wherever the
+segment is: a dataset may live under any prefix. Before creating the
+object, update checks that the store enforces conditional writes (see
+'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
+when it does not (its stdin is then empty). If CMD fails, nothing is
 written. The object is at most 64 MiB.
 
 An update with an ambiguous response is resolved by reading the object
@@ -78,8 +84,27 @@ back; if that is impossible too, the exit status is 5.` + exitStatus(exitOK, exi
 	return cmd
 }
 
-// reservedKeys are the first key segments of a dataset's own objects.
-var reservedKeys = []string{"_pointer", "_gen", "_lease", "_pin", "_probe"}
+// reservedKeys are the names of a dataset's own objects and directories,
+// the first segments of its keys below its prefix.
+var reservedKeys = []string{
+	pointer.Key,
+	strings.TrimSuffix(generation.Dir, "/"),
+	strings.TrimSuffix(lease.Dir, "/"),
+	strings.TrimSuffix(commit.PinDir, "/"),
+	strings.TrimSuffix(store.ProbePrefix, "/"),
+}
+
+// reservedSegment returns the first segment of the slash-separated path p
+// that is one of reservedKeys, or "". A dataset may live under any prefix,
+// so a reserved name anywhere in a key can name a dataset's own object.
+func reservedSegment(p string) string {
+	for seg := range strings.SplitSeq(p, "/") {
+		if slices.Contains(reservedKeys, seg) {
+			return seg
+		}
+	}
+	return ""
+}
 
 // splitObjectURL splits the URL of an object into the URL of its store and
 // its key: s3://b/dir/state.json becomes s3://b/dir and state.json.
@@ -115,10 +140,12 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 	if opts.Key == "" {
 		return usagef("empty KEY")
 	}
-	first, _, _ := strings.Cut(opts.Key, "/")
-	for _, r := range reservedKeys {
-		if first == r {
-			return usagef("key %q belongs to the dataset's own layout; update refuses it", opts.Key)
+	if r := reservedSegment(opts.Key); r != "" {
+		return usagef("key %q has the segment %q of a dataset's own layout; update refuses it", opts.Key, r)
+	}
+	if u, err := store.ParseURL(opts.URL); err == nil {
+		if r := reservedSegment(u.Path); r != "" {
+			return usagef("URL %s has the segment %q of a dataset's own layout; update refuses it", u.Redacted(), r)
 		}
 	}
 	if opts.Attempts < 1 {

@@ -20,10 +20,14 @@
 //   - Create-if-absent (PutOptions.IfNoneMatch) publishes with link(2), which
 //     fails with EEXIST if the key exists; it never checks, then renames.
 //   - Every mutation of a key (Put in all its forms, Delete) runs under an
-//     exclusive flock(2) on a lock file chosen by the key's hash, so a
-//     compare-and-swap (PutOptions.IfMatch, DeleteOptions.IfMatch) reads the
-//     current ETag and replaces the object atomically with respect to every
-//     other process. Reads take no lock.
+//     exclusive flock(2) on the directory that holds the key's object file,
+//     so a compare-and-swap (PutOptions.IfMatch, DeleteOptions.IfMatch)
+//     reads the current ETag and replaces the object atomically with respect
+//     to every other process. The lock belongs to the directory, not to a
+//     spelling of the key: stores rooted at /r and at /r/sub, or at a
+//     symbolic link to /r, reach the object "sub/k" of /r through the same
+//     directory and so meet the same lock. Mutations of the keys of one
+//     directory wait for each other. Reads take no lock.
 //   - ETags are the hex MD5 of the body, as S3 computes them for single-part
 //     uploads, so an identical body gives an identical ETag.
 //   - LastModified is the file's modification time, set to the local clock
@@ -65,15 +69,21 @@
 // both an object and a prefix of other keys, as on S3. In every segment the
 // bytes "%" and "#" are percent-encoded ("%25", "%23"), so no encoded name
 // contains "#" except as that suffix. Names that start with "#" are the
-// driver's own: temp files (dir/#tmp-…) and the lock directory root/#locks,
-// which holds up to 4096 lock files named by the first three hex digits of
-// the key's SHA-256. Lock files are never removed.
+// driver's own: temp files (dir/#tmp-…), and root/#locks, where earlier
+// versions of the driver kept lock files named by the key's hash. This
+// version makes no lock files; it never lists "#" names, and its sweep of
+// leftovers leaves an old root/#locks alone (it may be removed while no
+// earlier version runs). The locks of an earlier version and of this one
+// do not exclude each other: stop every process of the earlier version
+// before one of this version writes to the same directory.
 //
 // Each object file holds the body, then a JSON trailer with the ETag, size,
 // content type and encoding and user metadata, then a 12-byte footer: the
 // trailer's length (4 bytes, big-endian) and the magic "cptrobj1". Delete
 // removes the file and then, best effort, the directories it leaves empty,
-// up to but not including the root.
+// up to but not including the root. Through a root above another store's
+// root, that can remove the other root when it is left empty; that store
+// then fails with store.ErrNoBucket until its root is made again.
 //
 // Symbolic links inside the root are followed; do not place any there.
 package fs

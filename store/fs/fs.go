@@ -203,10 +203,10 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 }
 
 // Put implements store.Store. The body is written to a temp file and synced
-// before the key's lock is taken; under the lock the condition is checked
-// and the file is published with link(2) (IfNoneMatch) or rename(2). It never
-// returns store.ErrConflict. If opts.Size is set and the body's length
-// differs, Put fails and writes nothing.
+// before the lock of the object's directory is taken; under the lock the
+// condition is checked and the file is published with link(2) (IfNoneMatch)
+// or rename(2). It never returns store.ErrConflict. If opts.Size is set and
+// the body's length differs, Put fails and writes nothing.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	const op = "put"
 	if err := checkKey(key); err != nil {
@@ -282,9 +282,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 		return store.Attrs{}, err
 	}
 
-	unlock, err := s.lock(ctx, key)
+	unlock, err := s.lock(ctx, dir)
 	if err != nil {
-		return store.Attrs{}, err
+		return store.Attrs{}, tempGone(err) // the temp file was in dir
 	}
 	defer unlock()
 	if opts.IfMatch != "" {
@@ -410,8 +410,8 @@ func syncDir(dir string) error {
 	return err
 }
 
-// Delete implements store.Store. It removes the object under the key's lock,
-// then removes the directories left empty, best effort.
+// Delete implements store.Store. It removes the object under the lock of its
+// directory, then removes the directories left empty, best effort.
 func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
 	const op = "delete"
 	if err := checkKey(key); err != nil {
@@ -428,7 +428,10 @@ func (s *Store) delete(ctx context.Context, key string, opts store.DeleteOptions
 	if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
 		return nil // missing: nothing to do, with or without IfMatch
 	}
-	unlock, err := s.lock(ctx, key)
+	unlock, err := s.lock(ctx, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // the object's directory went missing meanwhile, and the object with it
+	}
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ const (
 	maxNameLen = 255  // NAME_MAX on Linux
 	objSuffix  = "#"  // object files end with it; encoded segments never contain it
 	tmpPrefix  = "#tmp-"
-	lockDir    = "#locks"
 )
 
 // checkKey reports why key is not a valid object key, or nil.

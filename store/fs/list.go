@@ -101,7 +101,7 @@ func (w *walker) walk(dir, dirKey, first string) error {
 	ents := make([]entry, 0, len(des))
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasPrefix(name, "#") { // temp and lock files
+		if strings.HasPrefix(name, "#") { // temp files, earlier versions' lock directory
 			continue
 		}
 		e := entry{name: name}

@@ -2,39 +2,58 @@ package fs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 )
 
-// lock takes the exclusive flock that guards every mutation of key, waiting
-// until it is free or ctx is done. It returns the function that releases it.
-// The lock files are shared by keys whose SHA-256 starts with the same three
-// hex digits, which bounds their number; sharing only costs some waiting.
-func (s *Store) lock(ctx context.Context, key string) (unlock func(), err error) {
-	sum := sha256.Sum256([]byte(key))
-	p := filepath.Join(s.root, lockDir, hex.EncodeToString(sum[:2])[:3])
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(filepath.Dir(p), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+// lock takes the exclusive flock that guards every mutation of the keys
+// whose object files lie in dir: the flock of dir itself. Every path that
+// reaches an object file, through this root, another root above or below
+// it, or a symbolic link, reaches the same directory, so every spelling of
+// one object meets the same lock, in every process. It waits until the
+// lock is free or ctx is done, and returns the function that releases it.
+//
+// A directory can be pruned (and made again) while a caller waits for its
+// lock, so lock checks, once it holds the flock, that dir still names the
+// directory it locked, and tries again if not. It fails with an error
+// matching fs.ErrNotExist when dir is gone.
+func (s *Store) lock(ctx context.Context, dir string) (unlock func(), err error) {
+	for {
+		f, err := os.Open(dir)
+		if err != nil {
 			return nil, err
 		}
-		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		if err := flockCtx(ctx, f); err != nil {
+			return nil, err
+		}
+		held, err := f.Stat()
+		if err == nil {
+			var now os.FileInfo
+			now, err = os.Stat(dir)
+			if err == nil && os.SameFile(held, now) {
+				return func() { f.Close() }, nil // closing the only descriptor releases the flock
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
+}
+
+// flockCtx takes an exclusive flock on f, waiting until it is free or ctx
+// is done. On failure it closes f.
+func flockCtx(ctx context.Context, f *os.File) error {
 	fd := int(f.Fd())
-	unlock = func() { f.Close() } // closing the only descriptor releases the flock
 	if err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		return unlock, nil
+		return nil
 	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
-		return nil, &os.PathError{Op: "flock", Path: p, Err: err}
+		return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 	}
 	// Contended: block in a goroutine so that ctx can end the wait.
 	done := make(chan error, 1)
@@ -43,15 +62,15 @@ func (s *Store) lock(ctx context.Context, key string) (unlock func(), err error)
 	case err := <-done:
 		if err != nil {
 			f.Close()
-			return nil, &os.PathError{Op: "flock", Path: p, Err: err}
+			return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 		}
-		return unlock, nil
+		return nil
 	case <-ctx.Done():
 		go func() {
 			<-done
 			f.Close()
 		}()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -30,6 +30,8 @@ import (
 const (
 	envMode = "COMMITPTR_FS_HELPER" // "create", "cas" or "mutex"
 	envRoot = "COMMITPTR_FS_ROOT"
+	envKey  = "COMMITPTR_FS_KEY" // the counter's key, for "cas"
+	envGo   = "COMMITPTR_FS_GO"  // the file whose creation starts the children
 	envID   = "COMMITPTR_FS_ID"
 	envN    = "COMMITPTR_FS_N"
 
@@ -67,7 +69,7 @@ func helper(mode string) error {
 	defer cancel()
 	// Start together: wait for the parent's go file.
 	for {
-		if _, err := os.Stat(filepath.Join(s.Root(), "..", "go")); err == nil {
+		if _, err := os.Stat(os.Getenv(envGo)); err == nil {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -91,30 +93,7 @@ func helper(mode string) error {
 			}
 		}
 	case "cas":
-		for done, tries := 0, 0; done < n; tries++ {
-			rc, a, err := s.Get(ctx, "counter")
-			if err != nil {
-				return err
-			}
-			b, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				return err
-			}
-			v, err := strconv.Atoi(string(b))
-			if err != nil {
-				return fmt.Errorf("counter body %q: %w", b, err)
-			}
-			_, err = s.Put(ctx, "counter", strings.NewReader(strconv.Itoa(v+1)), store.PutOptions{IfMatch: a.ETag})
-			switch {
-			case err == nil:
-				done++
-				fmt.Fprintf(out, "inc %d\n", v+1)
-			case errors.Is(err, store.ErrPrecondition) && ctx.Err() == nil:
-			default:
-				return err
-			}
-		}
+		return increment(ctx, s, os.Getenv(envKey), n, func(v int) { fmt.Fprintf(out, "inc %d\n", v) })
 	case "mutex":
 		// A lock built from create-if-absent and conditional delete: each
 		// holder CASes the key once and deletes it. Were two holders ever
@@ -148,6 +127,55 @@ func helper(mode string) error {
 	return nil
 }
 
+// increment adds one to the decimal counter at key n times, each by a
+// conditional write of the value it read plus one, and reports each value
+// it wrote. Two reports of one value are a lost update.
+func increment(ctx context.Context, s store.Store, key string, n int, report func(v int)) error {
+	for done := 0; done < n; {
+		rc, a, err := s.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		v, err := strconv.Atoi(string(b))
+		if err != nil {
+			return fmt.Errorf("counter body %q: %w", b, err)
+		}
+		_, err = s.Put(ctx, key, strings.NewReader(strconv.Itoa(v+1)), store.PutOptions{IfMatch: a.ETag})
+		switch {
+		case err == nil:
+			done++
+			report(v + 1)
+		case errors.Is(err, store.ErrPrecondition) && ctx.Err() == nil:
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// checkIncrements checks the "inc" lines of increment's callers: each
+// wrote incs values, no value twice, and the counter ends at their total.
+func checkIncrements(t *testing.T, s store.Store, key string, lines [][]string, incs int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, ls := range lines {
+		assert.Len(t, ls, incs, "writer %d", i)
+		for _, l := range ls {
+			require.False(t, seen[l], "two writers both wrote %q: a lost update", l)
+			seen[l] = true
+		}
+	}
+	assert.Equal(t, strconv.Itoa(len(lines)*incs), read(t, s, key))
+}
+
+// spelling names an object: a store root and a key below it.
+type spelling struct{ root, key string }
+
 // runProcs starts procs children in mode over a fresh store, lets them go at
 // once, and returns the store and each child's output lines.
 func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) (*fs.Store, [][]string) {
@@ -160,17 +188,29 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 	if setup != nil {
 		setup(s)
 	}
+	names := make([]spelling, procs)
+	for i := range names {
+		names[i] = spelling{root, "counter"}
+	}
+	return s, startProcs(t, filepath.Join(parent, "go"), mode, n, names)
+}
+
+// startProcs starts one child in mode per spelling, lets them go at once by
+// creating the file goFile, and returns each child's output lines.
+func startProcs(t *testing.T, goFile, mode string, n int, names []spelling) [][]string {
+	t.Helper()
 	type child struct {
 		cmd    *exec.Cmd
 		stdout bytes.Buffer
 		stderr bytes.Buffer
 	}
-	children := make([]*child, procs)
+	children := make([]*child, len(names))
 	for i := range children {
 		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
 		c.cmd.SysProcAttr = procattr.DieWithParent()
 		c.cmd.Env = append(os.Environ(),
-			envMode+"="+mode, envRoot+"="+root, envID+"="+strconv.Itoa(i), envN+"="+strconv.Itoa(n))
+			envMode+"="+mode, envRoot+"="+names[i].root, envKey+"="+names[i].key, envGo+"="+goFile,
+			envID+"="+strconv.Itoa(i), envN+"="+strconv.Itoa(n))
 		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 		require.NoError(t, c.cmd.Start())
 		children[i] = c
@@ -183,8 +223,8 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 			}
 		}
 	})
-	require.NoError(t, os.WriteFile(filepath.Join(parent, "go"), nil, 0o600))
-	lines := make([][]string, procs)
+	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+	lines := make([][]string, len(names))
 	for i, c := range children {
 		err := c.cmd.Wait()
 		require.NoError(t, err, "child %d: %s", i, c.stderr.String())
@@ -195,7 +235,7 @@ func runProcs(t *testing.T, mode string, procs, n int, setup func(s *fs.Store)) 
 			}
 		}
 	}
-	return s, lines
+	return lines
 }
 
 func TestCrossProcessCreateRace(t *testing.T) {
@@ -225,15 +265,36 @@ func TestCrossProcessCASCounter(t *testing.T) {
 		_, err := s.Put(context.Background(), "counter", strings.NewReader("0"), store.PutOptions{IfNoneMatch: true})
 		require.NoError(t, err)
 	})
-	seen := map[string]bool{}
-	for i, ls := range lines {
-		assert.Len(t, ls, incs, "child %d", i)
-		for _, l := range ls {
-			require.False(t, seen[l], "two processes both wrote %q: a lost update", l)
-			seen[l] = true
-		}
+	checkIncrements(t, s, "counter", lines, incs)
+}
+
+// TestCrossProcessCASSpellings: processes reach one object through four
+// spellings: a root with the key "sub/counter", the root's directory sub
+// as a root with the key "counter", and both again through a symlink to the
+// root. Every spelling meets the same lock, so no increment is lost.
+func TestCrossProcessCASSpellings(t *testing.T) {
+	const procs, incs = 8, 25
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	link := filepath.Join(parent, "link")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o700))
+	require.NoError(t, os.Symlink(root, link))
+	s, err := fs.New(root)
+	require.NoError(t, err)
+	_, err = s.Put(context.Background(), "sub/counter", strings.NewReader("0"), store.PutOptions{IfNoneMatch: true})
+	require.NoError(t, err)
+	ways := []spelling{
+		{root, "sub/counter"},
+		{filepath.Join(root, "sub"), "counter"},
+		{link, "sub/counter"},
+		{filepath.Join(link, "sub"), "counter"},
 	}
-	assert.Equal(t, strconv.Itoa(procs*incs), read(t, s, "counter"))
+	names := make([]spelling, procs)
+	for i := range names {
+		names[i] = ways[i%len(ways)]
+	}
+	lines := startProcs(t, filepath.Join(parent, "go"), "cas", incs, names)
+	checkIncrements(t, s, "sub/counter", lines, incs)
 }
 
 // readString returns the object's body, or the error's text.
