@@ -31,6 +31,9 @@ type Pin struct {
 	seq   uint64
 }
 
+// pinAge is what a pin cannot do without the store's clock.
+const pinAge = "the pin's age"
+
 // PinKey returns the key of a pin.
 func PinKey(gen string, ttl time.Duration, id string) string {
 	return PinDir + gen + "/" + strconv.FormatInt(ttl.Milliseconds(), 10) + "-" + id
@@ -56,15 +59,24 @@ func ParsePinKey(key string) (gen string, ttl time.Duration, err error) {
 // is removed again and Pin returns ErrCollected. A collector re-reads the
 // pins after publishing its floor, so a pin that passed this check is
 // honoured. Pin right after opening a snapshot that must live long.
+//
+// A pin's TTL runs in the store's clock: if the response to its write has
+// no Date, the pin is removed again and the error matches
+// store.ErrNoServerTime.
 func (s *Snapshot) Pin(ctx context.Context, ttl time.Duration, owner string) (*Pin, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("commit: pin ttl must be positive, got %s", ttl)
 	}
 	p := &Pin{s: s.d.s, Key: PinKey(s.Generation(), ttl, uuid.NewString()), TTL: ttl, owner: owner, seq: s.Seq()}
-	if _, err := p.write(ctx); err != nil {
+	a, err := p.write(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("commit: pin generation %s: %w", s.Generation(), err)
 	}
-	cur, _, err := pointer.Read(ctx, s.d.s)
+	err = store.CheckServerTime(a.ServerTime, store.OpPut, p.Key, pinAge)
+	var cur *pointer.Pointer
+	if err == nil {
+		cur, _, err = pointer.Read(ctx, s.d.s)
+	}
 	if err == nil && s.Seq() < cur.GCFloor {
 		err = fmt.Errorf("%w: seq %d is below the collector's floor %d; reopen the dataset", ErrCollected, s.Seq(), cur.GCFloor)
 	}
@@ -90,11 +102,16 @@ func (p *Pin) write(ctx context.Context) (store.Attrs, error) {
 // collector may have acted on it. The same holds when the renewal itself
 // lands only after the TTL ran out (a slow request): a collector may have
 // listed the pin as expired in between, so Renew removes it again and
-// reports ErrCollected.
+// reports ErrCollected; and when the renewal's response has no Date, so
+// that nobody can tell. A HEAD without a Date is refused with an error
+// matching store.ErrNoServerTime.
 func (p *Pin) Renew(ctx context.Context) error {
 	a, err := p.s.Head(ctx, p.Key)
 	if errors.Is(err, store.ErrNotExist) {
 		return fmt.Errorf("%w: pin %q is gone", ErrCollected, p.Key)
+	}
+	if err == nil {
+		err = store.CheckServerTime(a.ServerTime, store.OpHead, p.Key, pinAge)
 	}
 	if err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)
@@ -106,8 +123,14 @@ func (p *Pin) Renew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)
 	}
-	if late := w.ServerTime.Sub(a.LastModified); late >= p.TTL {
+	// A renewal that may have landed late is treated as one that did.
+	late := w.ServerTime.Sub(a.LastModified)
+	unknown := store.CheckServerTime(w.ServerTime, store.OpPut, p.Key, "whether the renewal landed within the pin's TTL")
+	if unknown != nil || late >= p.TTL {
 		p.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; it expires anyway
+		if unknown != nil {
+			return fmt.Errorf("%w: pin %q: %w", ErrCollected, p.Key, unknown)
+		}
 		return fmt.Errorf("%w: the renewal of pin %q landed %s after it was written, past its %s TTL", ErrCollected, p.Key, late.Round(time.Millisecond), p.TTL)
 	}
 	return nil

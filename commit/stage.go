@@ -69,10 +69,14 @@ func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
 	case err != nil:
 		return nil, fmt.Errorf("commit: read base pointer: %w", err)
 	default:
-		tx.base, tx.baseETag = p, attrs.ETag
 		// The Date of the pointer GET precedes every object this Tx
 		// writes, so it bounds their Last-Modified from below, even at
-		// HTTP's one-second resolution.
+		// HTTP's one-second resolution. Without it, the commit could not
+		// be held against the collector's horizon.
+		if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, pointer.Key, "the staging start against the collector's horizon"); err != nil {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+		tx.base, tx.baseETag = p, attrs.ETag
 		tx.stagingStart = attrs.ServerTime.UTC()
 		tx.baseCommittedAt = p.CommittedAtServer(attrs.LastModified).UTC()
 	}

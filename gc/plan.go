@@ -96,8 +96,8 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
 	}
-	if attrs.ServerTime.IsZero() {
-		return nil, refuse(fmt.Errorf("the store did not report its time when reading %s; ages cannot be judged", pointer.Key))
+	if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, pointer.Key, "grace, pin and orphan ages"); err != nil {
+		return nil, refuse(err)
 	}
 	p := &plan{ptr: ptr, etag: attrs.ETag, now: attrs.ServerTime.UTC(), horizon: ptr.GCHorizon,
 		committedAt: ptr.CommittedAtServer(attrs.LastModified)}

@@ -33,7 +33,11 @@ func (o observation) held(name string, race bool) *HeldError {
 	return &HeldError{Name: name, Owner: o.rec.Owner, Token: o.rec.Token, Until: o.until(), ServerTime: o.serverTime, Race: race}
 }
 
-// readLease GETs and decodes a lease object.
+// ageJudged is what a lease cannot do without the store's clock.
+const ageJudged = "the lease's age"
+
+// readLease GETs and decodes a lease object. It refuses a response without
+// a Date: whether the lease expired is judged by the store's clock only.
 func readLease(ctx context.Context, s store.Store, key string) (observation, error) {
 	rc, attrs, err := s.Get(ctx, key)
 	if err != nil {
@@ -44,8 +48,11 @@ func readLease(ctx context.Context, s store.Store, key string) (observation, err
 	if err != nil {
 		return observation{}, err
 	}
-	if attrs.LastModified.IsZero() || attrs.ServerTime.IsZero() || attrs.ETag == "" {
-		return observation{}, fmt.Errorf("read lease %q: the store reported no ETag, Last-Modified or Date", key)
+	if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, key, ageJudged); err != nil {
+		return observation{}, err
+	}
+	if attrs.LastModified.IsZero() || attrs.ETag == "" {
+		return observation{}, fmt.Errorf("read lease %q: the store reported no ETag or Last-Modified", key)
 	}
 	return observation{rec: rec, etag: attrs.ETag, lastModified: attrs.LastModified, serverTime: attrs.ServerTime}, nil
 }

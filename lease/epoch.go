@@ -356,6 +356,9 @@ func CleanupEpochs(ctx context.Context, s store.Store, name string, olderThan ti
 		return 0, nil
 	}
 	attrs, err := s.Head(ctx, EpochKey(name, latest))
+	if err == nil {
+		err = store.CheckServerTime(attrs.ServerTime, store.OpHead, EpochKey(name, latest), "the epochs' ages")
+	}
 	if err != nil {
 		return 0, fmt.Errorf("epoch lock %q: cleanup: %w", name, err)
 	}

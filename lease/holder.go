@@ -49,7 +49,8 @@ type Lease struct {
 
 // grant makes the Lease for a write that was sent at sent and is known to
 // have landed with etag. It fails if the acquisition completed after the
-// deadline it would have had.
+// deadline it would have had, or if the store sent no Date: nobody could
+// ever judge such a lease expired.
 func grant(s store.Store, name, key string, o Options, token uint64, wid, etag string, sent, serverTime time.Time) (*Lease, error) {
 	l := &Lease{
 		s: s, name: name, key: key, owner: o.Owner, token: token,
@@ -59,6 +60,10 @@ func grant(s store.Store, name, key string, o Options, token uint64, wid, etag s
 		writeID:    wid,
 		deadline:   sent.Add(o.TTL - o.Margin),
 		serverTime: serverTime,
+	}
+	if err := store.CheckServerTime(serverTime, store.OpPut, key, ageJudged); err != nil {
+		l.Release(context.Background())
+		return nil, fmt.Errorf("lease %q: %w", name, err)
 	}
 	if !o.Clock.Now().Before(l.deadline) {
 		// We hold it in the store, but too late to act on it. Give it back.
@@ -176,7 +181,8 @@ func (l *Lease) watch() {
 // write only extends the deadline if it is confirmed before the current
 // deadline: until then nobody can have judged the lease expired, and
 // afterwards everyone judges by the new Last-Modified, which is later than
-// sent.
+// sent. A response without a Date extends nothing: the store's clock is
+// what everyone judges the lease by.
 func (l *Lease) confirm(wid, etag string, sent, serverTime time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -188,6 +194,9 @@ func (l *Lease) confirm(wid, etag string, sent, serverTime time.Time) error {
 	if !l.clock.Now().Before(l.deadline) {
 		l.finishLocked(l.expiredErr())
 		return l.err
+	}
+	if err := store.CheckServerTime(serverTime, store.OpPut, l.key, ageJudged); err != nil {
+		return fmt.Errorf("lease %q: %w", l.name, err) // held until the old deadline
 	}
 	if d := sent.Add(l.ttl - l.margin); d.After(l.deadline) {
 		l.deadline = d

@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // The error classes. Drivers wrap them so that errors.Is works and the
@@ -25,7 +27,28 @@ var (
 	ErrInvalidKey = errors.New("store: invalid key")
 	// ErrNotEnforced: the store ignores conditional writes (see Probe).
 	ErrNotEnforced = errors.New("store: conditional writes are not enforced")
+	// ErrNoServerTime: a response carried no Date header, so the store's
+	// clock is unknown (Attrs.ServerTime is zero). An operation that judges
+	// an age by the store's clock refuses with it rather than judge by the
+	// local one; see CheckServerTime.
+	ErrNoServerTime = errors.New("store: no Date header in the response")
 )
+
+// CheckServerTime returns nil if serverTime, the store's clock from the
+// response to op on key, is known. Otherwise it returns an error matching
+// ErrNoServerTime that names the request and what cannot be judged, e.g.
+//
+//	store: no Date header in the response to GET "_lease/gc": cannot judge the lease's age
+//
+// Every age judged by the store's clock (lease expiry, pin TTLs, the
+// collector's grace and orphan age, a commit's staging start) goes through
+// it: a driver never stands in the local clock for a missing Date.
+func CheckServerTime(serverTime time.Time, op Op, key, judge string) error {
+	if !serverTime.IsZero() {
+		return nil
+	}
+	return fmt.Errorf("%w to %s %q: cannot judge %s", ErrNoServerTime, strings.ToUpper(op.String()), key, judge)
+}
 
 // OpError records a failed operation with its key.
 type OpError struct {

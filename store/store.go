@@ -70,9 +70,11 @@ type Attrs struct {
 	// Put may leave it zero if the store does not return it.
 	LastModified time.Time
 	// ServerTime is the store's clock at the time of the response (the HTTP
-	// Date header; the local clock for the mem and fs drivers). Leases and
-	// the collector judge ages as ServerTime - LastModified, never by the
-	// local wall clock.
+	// Date header; the local clock for the mem and fs drivers, which are
+	// the store's clock). Leases and the collector judge ages as
+	// ServerTime - LastModified, never by the local wall clock. It is zero
+	// when the response had no Date: a driver never invents it, and
+	// whoever would judge an age by it refuses (CheckServerTime).
 	ServerTime time.Time
 	// Metadata holds user metadata. Keys are lower case.
 	Metadata map[string]string

@@ -344,3 +344,52 @@ func TestDriversSurviveEveryFault(t *testing.T) {
 		})
 	}
 }
+
+// TestClockTransport checks that the store's clock is shifted everywhere a
+// client reads it, and that DropDate removes only the chosen Dates.
+func TestClockTransport(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Date", at.Format(http.TimeFormat))
+		w.Header().Set("Last-Modified", at.Format(http.TimeFormat))
+		if req.URL.Query().Has("list-type") {
+			w.Header().Set("Content-Type", "application/xml")
+			io.WriteString(w, "<R><Contents><Key>k</Key><LastModified>2030-01-02T03:04:05.250Z</LastModified></Contents>"+
+				"<Upload><Initiated>2030-01-02T03:04:05Z</Initiated></Upload></R>")
+		}
+	}))
+	defer srv.Close()
+	tr := faults.NewClockTransport(nil, -10*time.Minute)
+	client := &http.Client{Transport: tr}
+	get := func(url string) (*http.Response, string) {
+		t.Helper()
+		resp, err := client.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.EqualValues(t, len(b), resp.ContentLength)
+		return resp, string(b)
+	}
+	behind := at.Add(-10 * time.Minute).Format(http.TimeFormat)
+
+	resp, body := get(srv.URL + "/b?list-type=2")
+	assert.Equal(t, behind, resp.Header.Get("Date"))
+	assert.Equal(t, behind, resp.Header.Get("Last-Modified"))
+	assert.Equal(t, "<R><Contents><Key>k</Key><LastModified>2030-01-02T02:54:05.25Z</LastModified></Contents>"+
+		"<Upload><Initiated>2030-01-02T02:54:05Z</Initiated></Upload></R>", body)
+
+	tr.DropDate(store.OpGet)
+	resp, _ = get(srv.URL + "/b/k")
+	assert.Empty(t, resp.Header.Values("Date"))
+	assert.Equal(t, behind, resp.Header.Get("Last-Modified"))
+	resp, _ = get(srv.URL + "/b?list-type=2")
+	assert.Equal(t, behind, resp.Header.Get("Date"), "only GETs of objects lose their Date")
+
+	tr.DropDate(faults.AllOps...)
+	resp, _ = get(srv.URL + "/b?uploads=")
+	assert.Empty(t, resp.Header.Values("Date"), "a bucket-level GET counts as a listing")
+	tr.DropDate()
+	resp, _ = get(srv.URL + "/b/k")
+	assert.Equal(t, behind, resp.Header.Get("Date"))
+}

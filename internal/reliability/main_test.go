@@ -89,29 +89,40 @@ func newTarget(t testing.TB, driver string, in *faults.Injector) target {
 		require.NoError(t, err)
 		return target{driver, in.Store(s, 2), s, in}
 	}
-	srv := s3server.Shared(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
-	open := func(rt http.RoundTripper) store.Store {
-		ctx := context.Background()
-		var s store.Store
-		var err error
-		switch driver {
-		case "s3":
-			s, err = s3.New(ctx, s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-				HTTPClient: &http.Client{Transport: rt}})
-		case "minio":
-			s, err = minio.New(ctx, minio.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-				Transport: rt})
-		default:
-			t.Fatalf("unknown driver %q", driver)
-		}
-		require.NoError(t, err)
-		return s
-	}
+	bucket := newBucket(t)
 	base := newHTTPTransport()
 	t.Cleanup(base.CloseIdleConnections)
-	return target{driver, open(in.Transport(base)), open(base), in}
+	return target{driver, openRemote(t, driver, bucket, in.Transport(base)), openRemote(t, driver, bucket, base), in}
+}
+
+// newBucket returns a fresh bucket of the shared S3 test server.
+func newBucket(t testing.TB) string {
+	t.Helper()
+	srv := s3server.Shared(t)
+	srv.UseCredentials()
+	return srv.NewBucket(t)
+}
+
+// openRemote opens the s3 or minio driver on bucket of the shared S3 test
+// server, sending its requests through rt.
+func openRemote(t testing.TB, driver, bucket string, rt http.RoundTripper) store.Store {
+	t.Helper()
+	srv := s3server.Shared(t)
+	ctx := context.Background()
+	var s store.Store
+	var err error
+	switch driver {
+	case "s3":
+		s, err = s3.New(ctx, s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+			HTTPClient: &http.Client{Transport: rt}})
+	case "minio":
+		s, err = minio.New(ctx, minio.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+			Transport: rt})
+	default:
+		t.Fatalf("unknown driver %q", driver)
+	}
+	require.NoError(t, err)
+	return s
 }
 
 // newHTTPTransport returns a transport that keeps enough idle connections

@@ -21,7 +21,11 @@
 // out to fit) go up in one PutObject; larger bodies go up as a multipart
 // upload, one part in memory at a time, whose CompleteMultipartUpload
 // carries the conditions, so that the write is atomic either way. Get sends
-// exactly one GET. Attrs.ServerTime is the response's Date header.
+// exactly one GET. Attrs.ServerTime is the response's Date header (for Put,
+// of the request that made the object: the PUT, or the completion of a
+// multipart upload), and zero when the response has none: the local clock
+// is never reported as the store's, and callers that judge ages refuse a
+// zero one (store.CheckServerTime). SweepLeftovers refuses too.
 //
 // # Errors
 //

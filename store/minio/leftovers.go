@@ -27,7 +27,11 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		if err != nil {
 			return got, s.classify(op, prefix, false, err)
 		}
-		cutoff := x.serverTime().Add(-olderThan)
+		now := x.serverTime()
+		if err := store.CheckServerTime(now, store.OpList, prefix, "the age of incomplete uploads"); err != nil {
+			return got, err
+		}
+		cutoff := now.Add(-olderThan)
 		for _, u := range out.Uploads {
 			if !u.Initiated.Before(cutoff) {
 				continue

@@ -171,8 +171,8 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	if h := x.header(); h != nil {
 		return attrsOf(h), nil
 	}
-	return store.Attrs{ // not reached with a working transport
-		ETag: info.ETag, Size: info.Size, LastModified: info.LastModified, ServerTime: time.Now(),
+	return store.Attrs{ // not reached with a working transport; no Date, so no ServerTime
+		ETag: info.ETag, Size: info.Size, LastModified: info.LastModified,
 		Metadata: lowerKeys(info.UserMetadata), ContentType: info.ContentType,
 	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
@@ -174,6 +175,27 @@ func TestServerTime(t *testing.T) {
 		for what, ts := range map[string]time.Time{"put": pa.ServerTime, "multipart put": large.ServerTime, "get": ga.ServerTime, "head": ha.ServerTime} {
 			assert.True(t, want.Equal(ts), "%s: server time %v, want %v", what, ts, want)
 		}
+	})
+	t.Run("without Date header", func(t *testing.T) {
+		// The local clock is not the store's: without a Date, ServerTime
+		// stays zero, and whoever would judge an age by it refuses.
+		tr := faults.NewClockTransport(nil, 0)
+		tr.DropDate(faults.AllOps...)
+		opts := options(t)
+		opts.Transport = tr
+		s := newStore(t, opts)
+		pa := put(t, s, "clock", "x", store.PutOptions{})
+		large, err := s.Put(context.Background(), "large", onlyReader{bytes.NewReader(make([]byte, minio.PartSize+1))}, store.PutOptions{})
+		require.NoError(t, err)
+		_, ga := read(t, s, "clock")
+		ha, err := s.Head(context.Background(), "clock")
+		require.NoError(t, err)
+		for what, ts := range map[string]time.Time{"put": pa.ServerTime, "multipart put": large.ServerTime, "get": ga.ServerTime, "head": ha.ServerTime} {
+			assert.True(t, ts.IsZero(), "%s: server time %v from a response without a Date", what, ts)
+		}
+		assert.False(t, ha.LastModified.IsZero())
+		_, err = s.SweepLeftovers(context.Background(), "", time.Minute)
+		require.ErrorIs(t, err, store.ErrNoServerTime)
 	})
 }
 

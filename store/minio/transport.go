@@ -45,18 +45,19 @@ func (x *exchange) header() http.Header {
 	return x.resp
 }
 
-// serverTime returns the Date header of the latest response, or the local
-// clock if there is none.
+// serverTime returns the Date header of the latest response, or the zero
+// time if there is none.
 func (x *exchange) serverTime() time.Time {
 	return serverTime(x.header())
 }
 
-// serverTime parses h's Date header, falling back to the local clock.
+// serverTime parses h's Date header. Without one it returns the zero time:
+// the local clock is not the store's.
 func serverTime(h http.Header) time.Time {
 	if t, err := http.ParseTime(h.Get("Date")); err == nil {
 		return t
 	}
-	return time.Now()
+	return time.Time{}
 }
 
 // transport wraps the RoundTripper that minio-go uses.

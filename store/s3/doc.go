@@ -20,7 +20,9 @@
 // fit) go up in one PutObject; larger bodies go up as a multipart upload
 // whose conditions are checked by CompleteMultipartUpload, so that they too
 // are atomic on servers that support conditional completion. Attrs.ServerTime
-// is the response's Date header.
+// is the response's Date header, and zero when the response has none: the
+// local clock is never reported as the store's, and callers that judge ages
+// refuse a zero one (store.CheckServerTime). SweepLeftovers refuses too.
 //
 // # Errors
 //

@@ -399,13 +399,11 @@ func remaining(rs io.ReadSeeker) (int64, error) {
 	return end - cur, nil
 }
 
-// serverTime returns the response's Date header, or the local clock if the
-// response had none.
+// serverTime returns the response's Date header, or the zero time if the
+// response had none: the local clock is not the store's.
 func serverTime(md smithymiddleware.Metadata) time.Time {
-	if t, ok := awsmiddleware.GetServerTime(md); ok && !t.IsZero() {
-		return t
-	}
-	return time.Now()
+	t, _ := awsmiddleware.GetServerTime(md)
+	return t
 }
 
 func trimETag(p *string) string { return strings.Trim(aws.ToString(p), `"`) }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
@@ -128,6 +129,26 @@ func TestServerTime(t *testing.T) {
 		// The Date header has a resolution of one second.
 		assert.Zero(t, ts.Nanosecond(), "%s: server time %v does not come from the Date header", name, ts)
 	}
+}
+
+// TestServerTimeWithoutDate: a response without a Date leaves ServerTime
+// zero. The local clock is not the store's, and standing it in would let
+// leases, pins and the collector judge ages by it.
+func TestServerTimeWithoutDate(t *testing.T) {
+	tr := faults.NewClockTransport(nil, 0)
+	tr.DropDate(faults.AllOps...)
+	s, _ := newStore(t, func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	ctx := context.Background()
+	pa := putString(t, s, "clock", "x", store.PutOptions{})
+	_, ga := getString(t, s, "clock")
+	ha, err := s.Head(ctx, "clock")
+	require.NoError(t, err)
+	for name, ts := range map[string]time.Time{"put": pa.ServerTime, "get": ga.ServerTime, "head": ha.ServerTime} {
+		assert.True(t, ts.IsZero(), "%s: server time %v from a response without a Date", name, ts)
+	}
+	assert.False(t, ha.LastModified.IsZero())
+	_, err = s.SweepLeftovers(ctx, "", time.Minute)
+	require.ErrorIs(t, err, store.ErrNoServerTime)
 }
 
 func TestConditions(t *testing.T) {
