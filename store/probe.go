@@ -16,7 +16,9 @@ const ProbePrefix = "_probe/"
 // scratch object, then sends a create-if-absent and a compare-and-swap that
 // must both lose, and removes the object again. A store that lets either
 // through gets an error matching ErrNotEnforced, naming the condition that
-// was ignored; commitptr must not run on such a store.
+// was ignored; commitptr must not run on such a store. Drivers send every
+// conditional write as one request (see MaxConditionalSize), so the small
+// single PUTs of the probe cover every conditional path commitptr uses.
 func Probe(ctx context.Context, s Store) error {
 	key := ProbePrefix + uuid.NewString()
 	first, err := s.Put(ctx, key, strings.NewReader("probe 1"), PutOptions{IfNoneMatch: true})

@@ -54,6 +54,16 @@ type Store interface {
 	List(ctx context.Context, req ListRequest) (ListPage, error)
 }
 
+// MaxConditionalSize is the largest body a conditional Put (IfNoneMatch or
+// IfMatch) may carry. Drivers send every conditional write as one request,
+// never as a multipart upload: some S3-compatible servers enforce the
+// conditions on PutObject but ignore them on CompleteMultipartUpload, and a
+// single request is the one path the probe proves. S3 takes up to 5 GiB in
+// one PutObject; commitptr's largest conditional write is a manifest of at
+// most 256 MiB, and a body that is not an io.ReadSeeker may be buffered in
+// memory, so the cap is lower.
+const MaxConditionalSize = 1 << 30
+
 // MaxDeleteBatch is the most keys one DeleteMany request carries (the S3 limit).
 const MaxDeleteBatch = 1000
 

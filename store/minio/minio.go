@@ -234,10 +234,11 @@ func lowerKeys(m map[string]string) map[string]string {
 func trimETag(etag string) string { return strings.Trim(etag, `"`) }
 
 // Put implements store.Store. A body of at most PartSize bytes goes up in
-// one PUT carrying the conditions; a larger one goes up as a multipart
-// upload whose CompleteMultipartUpload carries them, so that the write is
-// atomic either way. A body of unknown size (opts.Size 0) is read one part
-// at a time, so memory stays bounded by the part size.
+// one PUT; a larger one goes up as a multipart upload. A body of unknown
+// size (opts.Size 0) is read one part at a time, so memory stays bounded by
+// the part size. A conditional write always goes up in one PUT carrying the
+// conditions, of at most store.MaxConditionalSize bytes, read into memory:
+// servers exist that ignore conditions on CompleteMultipartUpload.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	if err := checkPut(body, opts); err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
@@ -246,6 +247,13 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	part := int64(PartSize)
 	if need := (opts.Size + maxParts - 1) / maxParts; need > part {
 		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
+	}
+	conditional := ifMatch || opts.IfNoneMatch
+	if conditional {
+		if opts.Size > store.MaxConditionalSize {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; Size is %d", store.MaxConditionalSize, opts.Size))
+		}
+		part = store.MaxConditionalSize
 	}
 	// With a known size, the first buffer is allocated at once; without
 	// one, fill grows it, so that small bodies stay cheap.
@@ -270,6 +278,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
 		case opts.Size > 0 && int64(len(buf)) >= opts.Size:
 			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body is longer than Size %d", opts.Size))
+		case conditional:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
 		default:
 			rest = io.MultiReader(bytes.NewReader(one[:n]), body)
 		}
@@ -310,9 +320,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		po.DisableContentSha256 = true
 		info, err = s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(buf), size, md5b64, sha, po)
 	} else {
-		var cond minio.PutObjectOptions
-		setCond(&cond)
-		info, size, err = s.multipart(ctx, key, buf, rest, opts.Size, po, cond)
+		info, size, err = s.multipart(ctx, key, buf, rest, opts.Size, po)
 	}
 	if err != nil {
 		return store.Attrs{}, s.classify("put", key, ifMatch, err)
@@ -333,9 +341,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 }
 
 // multipart uploads buf, then the rest of the body, as parts of len(buf)
-// bytes, and completes the upload with the conditions in cond. It aborts the
-// upload on failure. want is the size the caller announced, or 0.
-func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po, cond minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
+// bytes, and completes the upload. It aborts the upload on failure. want is
+// the size the caller announced, or 0. Conditional writes never come here.
+func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
 	id, err := s.core.NewMultipartUpload(ctx, s.bucket, key, po)
 	if err != nil {
 		return info, 0, err
@@ -379,9 +387,7 @@ func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.R
 	if want > 0 && size != want {
 		return info, size, fmt.Errorf("body has %d bytes, but Size says %d", size, want)
 	}
-	// minio-go's own multipart path drops If-Match and If-None-Match from
-	// CompleteMultipartUpload; here they go exactly there.
-	info, err = s.core.CompleteMultipartUpload(ctx, s.bucket, key, id, parts, cond)
+	info, err = s.core.CompleteMultipartUpload(ctx, s.bucket, key, id, parts, minio.PutObjectOptions{})
 	return info, size, err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -471,13 +472,13 @@ func TestLargeUnknownSize(t *testing.T) {
 	assert.Equal(t, want[:], h.Sum(nil))
 	assert.Equal(t, a.ETag, ga.ETag)
 
-	// The conditions hold for multipart uploads too.
+	// The conditions hold for large bodies too: they go up in one PUT.
 	_, err = s.Put(ctx, "big", onlyReader{bytes.NewReader(data)}, store.PutOptions{IfNoneMatch: true})
 	require.ErrorIs(t, err, store.ErrPrecondition)
 	_, err = s.Put(ctx, "big", bytes.NewReader(data), store.PutOptions{IfMatch: "0" + a.ETag, Size: int64(len(data))})
 	require.ErrorIs(t, err, store.ErrPrecondition)
 	_, err = s.Put(ctx, "absent", onlyReader{bytes.NewReader(data)}, store.PutOptions{IfMatch: a.ETag})
-	require.ErrorIs(t, err, store.ErrPrecondition, "If-Match on a missing key, multipart")
+	require.ErrorIs(t, err, store.ErrPrecondition, "If-Match on a missing key, large body")
 	_, err = s.Head(ctx, "absent")
 	require.ErrorIs(t, err, store.ErrNotExist)
 	rec.take()
@@ -491,4 +492,15 @@ func TestLargeUnknownSize(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b.ETag, ha.ETag)
 	assert.EqualValues(t, 20<<20, ha.Size)
+}
+
+// TestConditionalNeverMultipart: against a server without conditional
+// multipart completion, a 20 MiB conditional write still holds,
+// because it goes up as one PUT.
+func TestConditionalNeverMultipart(t *testing.T) {
+	spy := &faults.ConditionalMultipartSpy{}
+	opts := options(t)
+	opts.Transport = spy
+	storetest.LargeConditional(t, newStore(t, opts))
+	assert.Zero(t, spy.Refused.Load(), "a conditional write went up as a multipart upload")
 }

@@ -196,8 +196,10 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 
 // Put writes the whole object; see store.Store. Bodies of at most
 // PartThreshold bytes go up in one PutObject, larger ones as a multipart
-// upload with the conditions on its completion. A body of unknown size is
-// buffered in memory up to PartThreshold bytes to decide.
+// upload. A body of unknown size is buffered in memory up to PartThreshold
+// bytes to decide. A conditional write always goes up in one PutObject, of
+// at most store.MaxConditionalSize bytes (buffered if the body cannot seek):
+// servers exist that ignore conditions on CompleteMultipartUpload.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	if opts.IfNoneMatch && opts.IfMatch != "" {
 		return store.Attrs{}, store.Wrap("put", key, nil, errors.New("IfNoneMatch and IfMatch are exclusive"))
@@ -208,24 +210,32 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		ContentEncoding: opts.ContentEncoding,
 	}
 
+	limit := int64(PartThreshold)
+	conditional := opts.IfNoneMatch || opts.IfMatch != ""
+	if conditional {
+		limit = store.MaxConditionalSize
+	}
 	var single io.ReadSeeker
 	var size int64
-	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= PartThreshold {
+	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= limit {
 		n, err := remaining(rs)
-		if err == nil && n <= PartThreshold {
+		if err == nil && n <= limit {
 			single, size = rs, n
 		}
 	}
-	if single == nil && opts.Size <= PartThreshold {
-		buf, err := io.ReadAll(io.LimitReader(body, PartThreshold+1))
+	if single == nil && opts.Size <= limit {
+		buf, err := io.ReadAll(io.LimitReader(body, limit+1))
 		if err != nil {
 			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
 		}
-		if len(buf) <= PartThreshold {
+		if int64(len(buf)) <= limit {
 			single, size = bytes.NewReader(buf), int64(len(buf))
 		} else {
 			body = io.MultiReader(bytes.NewReader(buf), body)
 		}
+	}
+	if single == nil && conditional {
+		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
 	}
 
 	if single != nil {
@@ -259,14 +269,10 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		Metadata:        opts.Metadata,
 		ContentType:     optString(opts.ContentType),
 		ContentEncoding: optString(opts.ContentEncoding),
-		IfMatch:         quoteETag(opts.IfMatch),
-	}
-	if opts.IfNoneMatch {
-		in.IfNoneMatch = aws.String("*")
 	}
 	out, err := s.uploader.UploadObject(ctx, in)
 	if err != nil {
-		return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+		return store.Attrs{}, s.classify("put", key, false, err)
 	}
 	attrs.ETag = trimETag(out.ETag)
 	attrs.Size = sizeOf(out.ContentLength)

@@ -25,6 +25,7 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -494,4 +495,14 @@ func TestConformance(t *testing.T) {
 		s, _ := newStore(t)
 		return s
 	})
+}
+
+// TestConditionalNeverMultipart: against a server without conditional
+// multipart completion, a 20 MiB conditional write still holds,
+// because it goes up as one PutObject.
+func TestConditionalNeverMultipart(t *testing.T) {
+	spy := &faults.ConditionalMultipartSpy{}
+	s, _ := newStore(t, func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: spy} })
+	storetest.LargeConditional(t, s)
+	assert.Zero(t, spy.Refused.Load(), "a conditional write went up as a multipart upload")
 }
