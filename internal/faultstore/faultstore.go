@@ -1,7 +1,9 @@
 // Package faultstore wraps a store.Store and injects faults into chosen
 // requests, for tests: a request that fails before it is sent, one that is
-// applied but whose response is lost, and the SDK-retry shape in which the
-// lost response is followed by a resend that the store refuses.
+// applied but whose response is lost, the SDK-retry shape in which the
+// lost response is followed by a resend that the store refuses, and a
+// write held back in the network that lands after the caller gave up on
+// it.
 package faultstore
 
 import (
@@ -31,6 +33,10 @@ const (
 	// Cut, for a Get, returns the first half of the body and then the
 	// error, as a connection that breaks mid-download.
 	Cut
+	// Hold, for a Put, keeps the request back and returns the error, as a
+	// request delayed in the network whose response the caller gave up
+	// on. Store.Release sends it later.
+	Hold
 )
 
 // ErrInjected is the default injected error, a timeout-like failure.
@@ -46,8 +52,9 @@ type Rule struct {
 	Times int
 	// Err is returned; nil means ErrInjected.
 	Err error
-	// Then, if set, runs after an applied request and before the caller
-	// hears back, e.g. to let another writer act in between.
+	// Then, if set, runs after an applied (or, for Hold, held) request
+	// and before the caller hears back, e.g. to let another writer act in
+	// between.
 	Then func()
 }
 
@@ -56,6 +63,7 @@ type Store struct {
 	store.Store
 	mu    sync.Mutex
 	rules []*rule
+	held  []func() error
 }
 
 type rule struct {
@@ -66,10 +74,13 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule. Cut applies to Get only.
+// Add installs a rule. Cut applies to Get only, Hold to Put only.
 func (s *Store) Add(r Rule) {
 	if r.Mode == Cut && r.Op != store.OpGet {
 		panic("faultstore: Cut applies to Get only")
+	}
+	if r.Mode == Hold && r.Op != store.OpPut {
+		panic("faultstore: Hold applies to Put only")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,6 +167,18 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err != nil {
 		return store.Attrs{}, err
 	}
+	if r.Mode == Hold {
+		s.mu.Lock()
+		s.held = append(s.held, func() error {
+			_, err := s.Store.Put(context.Background(), key, bytes.NewReader(b), opts)
+			return err
+		})
+		s.mu.Unlock()
+		if r.Then != nil {
+			r.Then()
+		}
+		return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+	}
 	a, err := s.Store.Put(ctx, key, bytes.NewReader(b), opts)
 	if err != nil {
 		return a, err // the request failed on its own; nothing to inject
@@ -167,6 +190,21 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		return s.Store.Put(ctx, key, bytes.NewReader(b), opts)
 	}
 	return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+}
+
+// Release sends the Puts held so far, in the order they were made, and
+// returns their errors (a held conditional write may now fail its
+// condition).
+func (s *Store) Release() error {
+	s.mu.Lock()
+	held := s.held
+	s.held = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, send := range held {
+		errs = append(errs, send())
+	}
+	return errors.Join(errs...)
 }
 
 // Delete implements store.Store.
