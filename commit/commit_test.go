@@ -939,3 +939,88 @@ func TestManifestSpurious412(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedRePut (I1): a second Put of a path fails after its write
+// landed, or its write is held in the network and lands after the commit.
+// Each Put writes a key of its own, so the committed generation still
+// reads the first content, whatever the failed write did.
+func TestFailedRePut(t *testing.T) {
+	for _, f := range teststores.All() {
+		for name, mode := range map[string]faultstore.Mode{"lands at once": faultstore.After, "lands after the commit": faultstore.Hold} {
+			t.Run(f.Name+"/"+name, func(t *testing.T) {
+				ctx := context.Background()
+				fs := faultstore.New(f.New(t))
+				d := commit.New(fs)
+				tx, err := d.Begin(ctx)
+				require.NoError(t, err)
+				require.NoError(t, tx.PutBytes(ctx, "a", []byte("first")))
+				fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: mode, Times: 1})
+				err = tx.PutBytes(ctx, "a", []byte("second"))
+				require.ErrorIs(t, err, faultstore.ErrInjected)
+				assert.Contains(t, err.Error(), `"a"`, "the error names the path")
+				_, err = tx.Commit(ctx, commit.CommitOptions{})
+				require.NoError(t, err)
+				require.NoError(t, fs.Release()) // the held write lands now
+				b, err := checkComplete(t, d).ReadFile(ctx, "a")
+				require.NoError(t, err)
+				assert.Equal(t, "first", string(b), "a failed Put leaves the Tx as it was")
+			})
+		}
+	}
+}
+
+// TestRePut: staging a path again replaces its entry with the new content,
+// written under a key of its own.
+func TestRePut(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	for _, body := range []string{"first", "second", "third"} {
+		require.NoError(t, tx.PutBytes(ctx, "a", []byte(body)))
+	}
+	require.NoError(t, tx.PutBytes(ctx, "a~2", []byte("a path of its own")))
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap := checkComplete(t, d)
+	b, err := snap.ReadFile(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, "third", string(b))
+	b, err = snap.ReadFile(ctx, "a~2")
+	require.NoError(t, err)
+	assert.Equal(t, "a path of its own", string(b))
+	var keys []string
+	for _, e := range snap.Files() {
+		keys = append(keys, strings.TrimPrefix(e.Key, generation.Prefix(p.Generation)))
+	}
+	assert.Equal(t, []string{"a~3", "a~2~2"}, keys, "every Put has a key of its own")
+}
+
+// TestPutRacingCommit: a Put still streaming its body when Commit starts
+// is refused, and its object, which lands after the commit, is not part
+// of the generation.
+func TestPutRacingCommit(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "a", []byte("first")))
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- tx.Put(ctx, "a", pr, 0) }()
+		_, err = pw.Write([]byte("sec")) // returns once the store reads it
+		require.NoError(t, err)
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		_, err = pw.Write([]byte("ond"))
+		require.NoError(t, err)
+		require.NoError(t, pw.Close())
+		err = <-done
+		require.Error(t, err, "a Put racing Commit is refused")
+		assert.Contains(t, err.Error(), `"a"`)
+		b, err := checkComplete(t, d).ReadFile(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, "first", string(b))
+	})
+}
