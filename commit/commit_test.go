@@ -636,26 +636,25 @@ func TestRollbackBelowFloor(t *testing.T) {
 	}
 }
 
-// lateStore holds back the first Put of a key and applies it later, just
+// lateStore holds back the first Put (faultstore.Hold) and sends it just
 // before the next request of the chosen kind: a write whose request was
 // delayed in the network and landed after the writer had given up on it.
 type lateStore struct {
-	store.Store
-	mu      sync.Mutex
+	*faultstore.Store
 	applyOn store.Op
-	held    func()
-	done    bool
 }
 
+func newLateStore(s store.Store, applyOn store.Op) *lateStore {
+	fs := faultstore.New(s)
+	fs.Add(faultstore.Rule{Op: store.OpPut, Mode: faultstore.Hold, Times: 1})
+	return &lateStore{Store: fs, applyOn: applyOn}
+}
+
+// release sends the held write before a request of the chosen kind. Its
+// own outcome is what the tests check, through the object's content.
 func (s *lateStore) release(op store.Op) {
-	s.mu.Lock()
-	h := s.held
 	if op == s.applyOn {
-		s.held = nil
-	}
-	s.mu.Unlock()
-	if h != nil && op == s.applyOn {
-		h()
+		s.Release() //nolint:errcheck
 	}
 }
 
@@ -666,42 +665,142 @@ func (s *lateStore) Get(ctx context.Context, key string) (io.ReadCloser, store.A
 
 func (s *lateStore) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	s.release(store.OpPut)
-	s.mu.Lock()
-	first := !s.done
-	s.done = true
-	s.mu.Unlock()
-	if !first {
-		return s.Store.Put(ctx, key, body, opts)
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+// increment is an UpdateObject fn that adds 1 to a decimal counter, which
+// starts at 0.
+func increment(old []byte, exists bool) ([]byte, error) {
+	if !exists {
+		return []byte("1"), nil
 	}
-	b, _ := io.ReadAll(body)
-	s.mu.Lock()
-	s.held = func() { s.Store.Put(context.Background(), key, strings.NewReader(string(b)), opts) } //nolint:errcheck
-	s.mu.Unlock()
-	return store.Attrs{}, store.Wrap("put", key, nil, faultstore.ErrInjected)
+	n, err := strconv.Atoi(string(old))
+	return []byte(strconv.Itoa(n + 1)), err
+}
+
+// readString returns the content of key.
+func readString(t *testing.T, s store.Store, key string) string {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestUpdateObjectLateWrite: the first write seems lost (the object is
 // unchanged on read-back) but lands later, before the retry reads or
-// before the retry writes. fn's result must be applied exactly once.
+// before the retry writes. fn's result must be applied exactly once, also
+// when the retry is the final attempt: there the retry's 412 is settled by
+// the read-back, not taken for a loss.
 func TestUpdateObjectLateWrite(t *testing.T) {
-	for _, applyOn := range []store.Op{store.OpGet, store.OpPut} {
-		t.Run(applyOn.String(), func(t *testing.T) {
-			ctx := context.Background()
-			m := mem.New()
-			_, err := m.Put(ctx, "n", strings.NewReader("0"), store.PutOptions{})
-			require.NoError(t, err)
-			s := &lateStore{Store: m, applyOn: applyOn}
-			_, err = commit.UpdateObject(ctx, s, "n", commit.DefaultRetry, func(old []byte, _ bool) ([]byte, error) {
-				n, err := strconv.Atoi(string(old))
-				return []byte(strconv.Itoa(n + 1)), err
+	for _, retry := range []commit.Retry{commit.DefaultRetry, {Attempts: 2}} {
+		for _, applyOn := range []store.Op{store.OpGet, store.OpPut} {
+			t.Run(fmt.Sprintf("%d attempts/%s", retry.Attempts, applyOn), func(t *testing.T) {
+				ctx := context.Background()
+				m := mem.New()
+				_, err := m.Put(ctx, "n", strings.NewReader("0"), store.PutOptions{})
+				require.NoError(t, err)
+				_, err = commit.UpdateObject(ctx, newLateStore(m, applyOn), "n", retry, increment)
+				require.NoError(t, err)
+				assert.Equal(t, "1", readString(t, m, "n"), "one call, one increment")
 			})
-			require.NoError(t, err)
-			rc, _, err := m.Get(ctx, "n")
-			require.NoError(t, err)
-			b, _ := io.ReadAll(rc)
-			rc.Close()
-			assert.Equal(t, "1", string(b), "one call, one increment")
-		})
+		}
+	}
+}
+
+// TestUpdateObjectUnsettledWrite: the first write is held in the network
+// and not settled (the object is unchanged on read-back) when the call has
+// to stop: the context ends during the backoff, fn fails when re-run, or
+// the attempts run out. The held write lands afterwards, so the only
+// honest answer is ErrCommitUnknown, never a plain failure.
+func TestUpdateObjectUnsettledWrite(t *testing.T) {
+	errFn := errors.New("fn failed")
+	cases := []struct {
+		name      string
+		attempts  int
+		cancel    bool // cancel the context while the write is held
+		failRerun bool
+		cause     error
+	}{
+		{name: "context ends during backoff", attempts: 5, cancel: true, cause: context.Canceled},
+		{name: "fn fails when re-run", attempts: 5, failRerun: true, cause: errFn},
+		{name: "attempts run out", attempts: 1, cause: faultstore.ErrInjected},
+	}
+	for _, f := range teststores.All() {
+		for _, c := range cases {
+			t.Run(f.Name+"/"+c.name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				raw := f.New(t)
+				_, err := commit.UpdateObject(ctx, raw, "n", commit.DefaultRetry, increment)
+				require.NoError(t, err)
+				fs := faultstore.New(raw)
+				rule := faultstore.Rule{Op: store.OpPut, Key: "n", Mode: faultstore.Hold, Times: 1}
+				if c.cancel {
+					rule.Then = cancel
+				}
+				fs.Add(rule)
+				runs := 0
+				retry := commit.Retry{Attempts: c.attempts, Base: time.Millisecond, Max: time.Millisecond}
+				_, err = commit.UpdateObject(ctx, fs, "n", retry, func(old []byte, exists bool) ([]byte, error) {
+					runs++
+					if c.failRerun && runs > 1 {
+						return nil, errFn
+					}
+					return increment(old, exists)
+				})
+				require.ErrorIs(t, err, commit.ErrCommitUnknown)
+				assert.ErrorIs(t, err, c.cause)
+				assert.Contains(t, err.Error(), `"n"`, "the error names the key")
+				assert.Equal(t, "1", readString(t, raw, "n"), "the write is still held")
+				require.NoError(t, fs.Release())
+				assert.Equal(t, "2", readString(t, raw, "n"), "the held write landed after the call returned")
+			})
+		}
+	}
+}
+
+// TestUpdateObjectForeignOverwrite: our write lands, its response is lost,
+// and another writer replaces the object before the read-back. A writer
+// that keeps the lineage (UpdateObject) shows that ours landed; a plain
+// PUT leaves no proof either way, so the call returns ErrCommitUnknown
+// and does not run fn again.
+func TestUpdateObjectForeignOverwrite(t *testing.T) {
+	for _, f := range teststores.All() {
+		for _, foreign := range []string{"plain", "update"} {
+			t.Run(f.Name+"/"+foreign, func(t *testing.T) {
+				ctx := context.Background()
+				raw := f.New(t)
+				_, err := commit.UpdateObject(ctx, raw, "n", commit.DefaultRetry, increment)
+				require.NoError(t, err)
+				fs := faultstore.New(raw)
+				fs.Add(faultstore.Rule{Op: store.OpPut, Key: "n", Mode: faultstore.After, Times: 1, Then: func() {
+					if foreign == "plain" {
+						_, err := raw.Put(ctx, "n", strings.NewReader("100"), store.PutOptions{})
+						require.NoError(t, err)
+						return
+					}
+					_, err := commit.UpdateObject(ctx, raw, "n", commit.DefaultRetry, func([]byte, bool) ([]byte, error) {
+						return []byte("100"), nil
+					})
+					require.NoError(t, err)
+				}})
+				runs := 0
+				_, err = commit.UpdateObject(ctx, fs, "n", commit.DefaultRetry, func(old []byte, exists bool) ([]byte, error) {
+					runs++
+					return increment(old, exists)
+				})
+				if foreign == "plain" {
+					require.ErrorIs(t, err, commit.ErrCommitUnknown)
+				} else {
+					require.NoError(t, err)
+				}
+				assert.Equal(t, 1, runs, "fn must not run again after our write landed")
+				assert.Equal(t, "100", readString(t, raw, "n"))
+			})
+		}
 	}
 }
 
@@ -840,4 +939,89 @@ func TestManifestSpurious412(t *testing.T) {
 			assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
 		})
 	}
+}
+
+// TestFailedRePut (I1): a second Put of a path fails after its write
+// landed, or its write is held in the network and lands after the commit.
+// Each Put writes a key of its own, so the committed generation still
+// reads the first content, whatever the failed write did.
+func TestFailedRePut(t *testing.T) {
+	for _, f := range teststores.All() {
+		for name, mode := range map[string]faultstore.Mode{"lands at once": faultstore.After, "lands after the commit": faultstore.Hold} {
+			t.Run(f.Name+"/"+name, func(t *testing.T) {
+				ctx := context.Background()
+				fs := faultstore.New(f.New(t))
+				d := commit.New(fs)
+				tx, err := d.Begin(ctx)
+				require.NoError(t, err)
+				require.NoError(t, tx.PutBytes(ctx, "a", []byte("first")))
+				fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: mode, Times: 1})
+				err = tx.PutBytes(ctx, "a", []byte("second"))
+				require.ErrorIs(t, err, faultstore.ErrInjected)
+				assert.Contains(t, err.Error(), `"a"`, "the error names the path")
+				_, err = tx.Commit(ctx, commit.CommitOptions{})
+				require.NoError(t, err)
+				require.NoError(t, fs.Release()) // the held write lands now
+				b, err := checkComplete(t, d).ReadFile(ctx, "a")
+				require.NoError(t, err)
+				assert.Equal(t, "first", string(b), "a failed Put leaves the Tx as it was")
+			})
+		}
+	}
+}
+
+// TestRePut: staging a path again replaces its entry with the new content,
+// written under a key of its own.
+func TestRePut(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	for _, body := range []string{"first", "second", "third"} {
+		require.NoError(t, tx.PutBytes(ctx, "a", []byte(body)))
+	}
+	require.NoError(t, tx.PutBytes(ctx, "a~2", []byte("a path of its own")))
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap := checkComplete(t, d)
+	b, err := snap.ReadFile(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, "third", string(b))
+	b, err = snap.ReadFile(ctx, "a~2")
+	require.NoError(t, err)
+	assert.Equal(t, "a path of its own", string(b))
+	var keys []string
+	for _, e := range snap.Files() {
+		keys = append(keys, strings.TrimPrefix(e.Key, generation.Prefix(p.Generation)))
+	}
+	assert.Equal(t, []string{"a~3", "a~2~2"}, keys, "every Put has a key of its own")
+}
+
+// TestPutRacingCommit: a Put still streaming its body when Commit starts
+// is refused, and its object, which lands after the commit, is not part
+// of the generation.
+func TestPutRacingCommit(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "a", []byte("first")))
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- tx.Put(ctx, "a", pr, 0) }()
+		_, err = pw.Write([]byte("sec")) // returns once the store reads it
+		require.NoError(t, err)
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		_, err = pw.Write([]byte("ond"))
+		require.NoError(t, err)
+		require.NoError(t, pw.Close())
+		err = <-done
+		require.Error(t, err, "a Put racing Commit is refused")
+		assert.Contains(t, err.Error(), `"a"`)
+		b, err := checkComplete(t, d).ReadFile(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, "first", string(b))
+	})
 }

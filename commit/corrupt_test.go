@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -153,6 +155,67 @@ func TestDataChecksumMismatch(t *testing.T) {
 		_, err = snap.ReadFile(ctx, "gone")
 		require.ErrorIs(t, err, commit.ErrCollected)
 	})
+}
+
+// TestWrongLengthRefused: an object whose length differs from its
+// manifest's size, longer or shorter, is refused. Stored as is, it fails
+// when opened, by its stored length; zstd-encoded, by its decoded length,
+// and a reader never gets a byte beyond the manifest's size.
+func TestWrongLengthRefused(t *testing.T) {
+	const body = "hello, world"
+	enc, err := zstd.NewWriter(nil)
+	require.NoError(t, err)
+	defer enc.Close()
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s store.Store) {
+				ctx := context.Background()
+				d := commit.New(s, commit.WithCompression(compress))
+				_, err := publish(t, d, map[string]string{"longer": body, "shorter": body}, commit.CommitOptions{})
+				require.NoError(t, err)
+				snap, err := d.Open(ctx)
+				require.NoError(t, err)
+				replace := map[string]string{
+					"longer":  body + strings.Repeat("!", 1<<20),
+					"shorter": body[:len(body)-1],
+				}
+				want := map[string]string{
+					"longer":  fmt.Sprintf("is longer than the %d bytes", len(body)),
+					"shorter": fmt.Sprintf("has %d bytes, its manifest says %d", len(body)-1, len(body)),
+				}
+				if !compress {
+					want["longer"] = fmt.Sprintf("is stored with %d bytes, its manifest says %d", len(replace["longer"]), len(body))
+					want["shorter"] = fmt.Sprintf("is stored with %d bytes, its manifest says %d", len(body)-1, len(body))
+				}
+				for path, content := range replace {
+					e, ok := snap.Manifest.Find(path)
+					require.True(t, ok)
+					stored := []byte(content)
+					if compress {
+						require.Equal(t, generation.EncodingZstd, e.Encoding)
+						stored = enc.EncodeAll(stored, nil)
+					}
+					_, err := s.Put(ctx, e.Key, bytes.NewReader(stored), store.PutOptions{})
+					require.NoError(t, err)
+
+					rc, err := snap.Open(ctx, path)
+					if !compress {
+						require.ErrorIs(t, err, commit.ErrChecksum, "%s: refused when opened", path)
+						assert.Contains(t, err.Error(), want[path])
+						assert.Contains(t, err.Error(), e.Key, "the error names the key")
+						continue
+					}
+					require.NoError(t, err)
+					var got bytes.Buffer
+					_, err = io.Copy(&got, rc)
+					rc.Close()
+					require.ErrorIs(t, err, commit.ErrChecksum, path)
+					assert.Contains(t, err.Error(), want[path])
+					assert.LessOrEqual(t, got.Len(), len(body), "%s: no byte beyond the manifest's size", path)
+				}
+			})
+		})
+	}
 }
 
 func TestBadPaths(t *testing.T) {

@@ -143,8 +143,11 @@ func (d *Dataset) loadManifest(ctx context.Context, gen, wantSHA string) (*gener
 
 // Open opens one file of the snapshot. The reader verifies the size and
 // sha256 while streaming and returns an error matching ErrChecksum at EOF
-// on a mismatch: treat the data as good only after a nil error at EOF. A
-// file whose object is gone returns ErrCollected.
+// on a mismatch: treat the data as good only after a nil error at EOF. It
+// never delivers a byte beyond the manifest's size: a longer file fails
+// there, and a stored object whose length differs from the manifest's
+// (when it is stored as is) fails before any byte. A file whose object is
+// gone returns ErrCollected.
 func (s *Snapshot) Open(ctx context.Context, path string) (io.ReadCloser, error) {
 	e, ok := s.Manifest.Find(path)
 	if !ok {
@@ -155,12 +158,16 @@ func (s *Snapshot) Open(ctx context.Context, path string) (io.ReadCloser, error)
 
 // OpenEntry opens the file an entry of the snapshot's manifest describes.
 func (s *Snapshot) OpenEntry(ctx context.Context, e generation.Entry) (io.ReadCloser, error) {
-	rc, _, err := s.d.s.Get(ctx, e.Key)
+	rc, attrs, err := s.d.s.Get(ctx, e.Key)
 	if errors.Is(err, store.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %q of generation %s (seq %d): %v", ErrCollected, e.Path, s.Generation(), s.Seq(), err)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.Encoding == generation.EncodingNone && attrs.Size >= 0 && attrs.Size != e.Size {
+		rc.Close()
+		return nil, fmt.Errorf("%w: %q (key %q) is stored with %d bytes, its manifest says %d", ErrChecksum, e.Path, e.Key, attrs.Size, e.Size)
 	}
 	v := &verifier{e: e, raw: rc, h: sha256.New()}
 	v.r = rc
@@ -189,7 +196,9 @@ func (s *Snapshot) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// verifier checks size and sha256 of a stream against its entry.
+// verifier checks size and sha256 of a stream against its entry. The
+// size counts decoded bytes, so a zstd object is held to the manifest's
+// size after decoding.
 type verifier struct {
 	e   generation.Entry
 	raw io.ReadCloser
@@ -197,21 +206,32 @@ type verifier struct {
 	r   io.Reader
 	h   hash.Hash
 	n   int64
+	err error // sticky, once the stream failed verification
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
 	n, err := v.r.Read(p)
+	if over := v.n + int64(n) - v.e.Size; over > 0 {
+		// Deliver the bytes up to the manifest's size, and not one more.
+		n -= int(over)
+		v.n += int64(n)
+		v.h.Write(p[:n])
+		v.err = fmt.Errorf("%w: %q (key %q) is longer than the %d bytes its manifest says", ErrChecksum, v.e.Path, v.e.Key, v.e.Size)
+		return n, v.err
+	}
 	v.n += int64(n)
 	v.h.Write(p[:n])
-	if v.n > v.e.Size {
-		return n, fmt.Errorf("%w: %q is longer than its %d bytes", ErrChecksum, v.e.Path, v.e.Size)
-	}
 	if err == io.EOF {
 		if v.n != v.e.Size {
-			return n, fmt.Errorf("%w: %q has %d bytes, its manifest says %d", ErrChecksum, v.e.Path, v.n, v.e.Size)
+			v.err = fmt.Errorf("%w: %q (key %q) has %d bytes, its manifest says %d", ErrChecksum, v.e.Path, v.e.Key, v.n, v.e.Size)
+			return n, v.err
 		}
 		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.e.SHA256 {
-			return n, fmt.Errorf("%w: %q has sha256 %s, its manifest says %s", ErrChecksum, v.e.Path, got, v.e.SHA256)
+			v.err = fmt.Errorf("%w: %q (key %q) has sha256 %s, its manifest says %s", ErrChecksum, v.e.Path, v.e.Key, got, v.e.SHA256)
+			return n, v.err
 		}
 	}
 	return n, err

@@ -48,6 +48,10 @@ type Tx struct {
 	// refSeq is the lowest seq of a non-base generation whose files this
 	// Tx references (KeepFrom), or 0.
 	refSeq uint64
+	// keys holds every key a Put of this Tx has claimed: no two Puts
+	// write the same key, so a Put that fails or lands late never changes
+	// an object another Put staged.
+	keys map[string]bool
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -176,17 +180,25 @@ func (tx *Tx) checkOpen() error {
 // Put stages one file from r. The sha256 and size are computed while the
 // body streams to the store; r is read once. size is the length of r when
 // known, or 0.
+//
+// Each Put writes an object of its own: staging a path again writes a new
+// key (the path with a "~N" suffix) and replaces the path's entry once
+// the write succeeded. A Put that fails leaves the Tx as it was, and its
+// object, even if it lands late, is never referenced. A Put that has not
+// finished when Commit (or Discard) is called fails and is not part of
+// the generation.
 func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) error {
 	if err := generation.CheckPath(path); err != nil {
 		return err
 	}
+	// Record the key before the PUT: a PUT that fails may still have
+	// landed, and Discard must remove it.
 	tx.mu.Lock()
-	err := tx.checkOpen()
+	key, err := tx.claimKey(path)
 	tx.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	key := generation.DataKey(tx.gen, path)
 	h := sha256.New()
 	counted := &countingReader{r: io.TeeReader(r, h)}
 	opts := store.PutOptions{Size: size}
@@ -199,18 +211,39 @@ func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) err
 		defer zr.Close() // unblocks the encoder if the PUT stops reading
 		body = zr
 	}
-	// Record the key before the PUT: a PUT that fails may still have
-	// landed, and Discard must remove it.
-	tx.mu.Lock()
-	tx.staged = append(tx.staged, key)
-	tx.mu.Unlock()
 	if _, err := tx.d.s.Put(ctx, key, body, opts); err != nil {
 		return fmt.Errorf("commit: stage %q: %w", path, err)
 	}
 	if size > 0 && counted.n != size {
 		return fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
 	}
-	return tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding})
+	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding}); err != nil {
+		return fmt.Errorf("commit: stage %q: %w", path, err)
+	}
+	return nil
+}
+
+// claimKey returns a key no other Put of the Tx has used for path, and
+// records it as staged. The caller holds tx.mu.
+func (tx *Tx) claimKey(path string) (string, error) {
+	if err := tx.checkOpen(); err != nil {
+		return "", err
+	}
+	if tx.keys == nil {
+		tx.keys = map[string]bool{}
+	}
+	key := generation.DataKey(tx.gen, path)
+	for n := 2; tx.keys[key]; n++ {
+		// A key must pass as a path, 1024 bytes at most (see CheckPath).
+		suffixed := fmt.Sprintf("%s~%d", path, n)
+		if err := generation.CheckPath(suffixed); err != nil {
+			return "", fmt.Errorf("commit: stage %q again: %w", path, err)
+		}
+		key = generation.DataKey(tx.gen, suffixed)
+	}
+	tx.keys[key] = true
+	tx.staged = append(tx.staged, key)
+	return key, nil
 }
 
 func (tx *Tx) add(e generation.Entry) error {

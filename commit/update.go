@@ -115,11 +115,16 @@ func lineage(a store.Attrs) []string {
 // object. A failed write is settled by reading the
 // object back: if the version there has any id this call sent in its
 // lineage, fn's result was applied (this also catches a write that lands
-// late, after the call already retried). If the object is unchanged, or its
-// lineage reaches back to the version this attempt read without passing
-// through ours, the write provably did not land, and the call retries.
-// Anything else, including a failed read-back, returns ErrCommitUnknown:
-// the write may have landed.
+// late, after the call already retried). If the object is unchanged, the
+// write has not landed yet but still may; if its lineage reaches back to
+// the version the write was conditioned on without passing through ours,
+// the write can never land. Anything else, including a failed read-back,
+// returns ErrCommitUnknown: the write may have landed.
+//
+// A write that is neither proven landed nor proven dead stays open. While
+// one is open, every failure (the context ending, fn failing on a re-run,
+// the attempts running out) returns ErrCommitUnknown, wrapping the cause:
+// the write may still land.
 func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, fn func(old []byte, exists bool) ([]byte, error)) (store.Attrs, error) {
 	var last error
 	// sent holds the write id of every PUT this call has sent; any of them
@@ -136,29 +141,48 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 		}
 		return false
 	}
+	// open holds, by write id, the version each write not yet proven
+	// landed or dead was conditioned on.
+	open := map[string]store.Attrs{}
+	// settle drops the writes that the version now, not ours, proves dead:
+	// it replaced the version they were conditioned on.
+	settle := func(now store.Attrs) {
+		for id, base := range open {
+			if now.ETag != base.ETag && descendsWithoutUs(now, lineage(base), base.ETag == "") {
+				delete(open, id)
+			}
+		}
+	}
+	// fail returns err, as ErrCommitUnknown while a write is open.
+	fail := func(err error) (store.Attrs, error) {
+		if len(open) > 0 {
+			return store.Attrs{}, fmt.Errorf("%w: update %q: a write this call sent is not settled and may still land; then: %w", ErrCommitUnknown, key, err)
+		}
+		return store.Attrs{}, err
+	}
 	for attempt := 0; attempt < max(retry.Attempts, 1); attempt++ {
 		if attempt > 0 {
 			if err := ctxtime.Sleep(ctx, retry.backoff(attempt-1)); err != nil {
-				return store.Attrs{}, err
+				return fail(err)
 			}
 		}
 		old, cur, err := readObject(ctx, s, key)
 		if err != nil {
-			if len(sent) > 0 {
-				// An earlier attempt's write may still land.
-				return store.Attrs{}, fmt.Errorf("%w: update %q: %v", ErrCommitUnknown, key, err)
-			}
-			return store.Attrs{}, err
+			return fail(err)
 		}
-		if cur.ETag != "" && ours(cur) {
-			return cur, nil // an earlier attempt landed after all
+		if cur.ETag != "" {
+			if ours(cur) {
+				return cur, nil // an earlier attempt landed after all
+			}
+			settle(cur)
 		}
 		body, err := fn(old, cur.ETag != "")
 		if err != nil {
-			return store.Attrs{}, err
+			return fail(err)
 		}
 		id := uuid.NewString()
 		sent[id] = true
+		open[id] = cur
 		lin := append([]string{id}, lineage(cur)...)
 		origin := cur.Metadata[originMeta]
 		if cur.ETag == "" {
@@ -175,6 +199,8 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 			return attrs, nil
 		}
 		last = err
+		// Whatever the error, even a 412 (an SDK retry may have met our
+		// own write), the write may have landed: read back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 		var now store.Attrs
 		herr := retryRead(rctx, retry, func() (err error) {
@@ -183,21 +209,27 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 		})
 		cancel()
 		absent := errors.Is(herr, store.ErrNotExist)
+		if !absent && herr == nil {
+			if ours(now) {
+				return now, nil // landed, possibly with other writes built on it
+			}
+			settle(now)
+		}
+		_, pending := open[id]
 		switch {
 		case herr != nil && !absent:
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
-		case !absent && ours(now):
-			return now, nil // landed, possibly with other writes built on it
-		case absent && cur.ETag == "", !absent && now.ETag == cur.ETag:
-			// unchanged: our write did not land (yet; see sent)
-		case !absent && descendsWithoutUs(now, lineage(cur), cur.ETag == ""):
+		case !pending:
 			// A clean loss: the versions since the one we read are all
 			// someone else's.
+		case absent && cur.ETag == "", !absent && now.ETag == cur.ETag:
+			// Unchanged: our write has not landed, but it still may; it
+			// stays open.
 		default:
 			return store.Attrs{}, fmt.Errorf("%w: update %q: %v (read back: %v)", ErrCommitUnknown, key, err, herr)
 		}
 	}
-	return store.Attrs{}, fmt.Errorf("commit: update %q gave up after %d attempts: %w", key, retry.Attempts, last)
+	return fail(fmt.Errorf("commit: update %q gave up after %d attempts: %w", key, retry.Attempts, last))
 }
 
 // descendsWithoutUs reports whether the version now provably follows the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/commitptr/commitptr/bench"
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -275,9 +277,20 @@ func (s laxStore) Put(ctx context.Context, key string, body io.Reader, opts stor
 	return s.Store.Put(ctx, key, body, opts)
 }
 
+// heldStores are the stores behind held://NAME URLs, by NAME: fault
+// stores whose rules the test sets.
+var heldStores sync.Map
+
 func init() {
 	store.Register("lax", func(_ context.Context, u *url.URL, _ store.Config) (store.Store, error) {
 		return laxStore{mem.New()}, nil
+	})
+	store.Register("held", func(_ context.Context, u *url.URL, _ store.Config) (store.Store, error) {
+		s, ok := heldStores.Load(u.Host)
+		if !ok {
+			return nil, fmt.Errorf("no held store %q", u.Host)
+		}
+		return s.(*faultstore.Store), nil
 	})
 }
 
@@ -411,6 +424,39 @@ func TestUpdateRefusesDatasetKeys(t *testing.T) {
 		assert.Contains(t, errs, fmt.Sprintf("segment %q of a dataset's own layout", c.seg), c.args)
 	}
 	assert.Equal(t, before, keys(), "nothing was written")
+}
+
+// TestUpdateUnsettledWrite: the first write is held in the network, and
+// update has to stop while it may still land: CMD fails when re-run, or
+// the attempts run out. The exit status is 5 and the message does not say
+// that nothing was written, because the held write lands afterwards.
+func TestUpdateUnsettledWrite(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	for _, tt := range []struct{ name, flag, script string }{
+		{"CMD fails when re-run", "--attempts=50", `test -e ` + mark + ` && exit 3; touch ` + mark + `; read n; echo $((n + 1))`},
+		{"attempts run out", "--attempts=1", `read n; echo $((n + 1))`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			name := uuid.NewString()[:8]
+			fs := faultstore.New(mem.New())
+			heldStores.Store(name, fs)
+			_, err := fs.Put(ctx, "counter", strings.NewReader("0\n"), store.PutOptions{})
+			require.NoError(t, err)
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.Hold, Times: 1})
+
+			code, _, errs := cli(t, "", "update", "held://"+name, "counter", tt.flag, "--", "sh", "-c", tt.script)
+			assert.Equal(t, exitUnknown, code, errs)
+			assert.NotContains(t, errs, "nothing was written")
+			assert.Contains(t, errs, "may still land")
+			require.NoError(t, fs.Release())
+			rc, _, err := fs.Get(ctx, "counter")
+			require.NoError(t, err)
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			assert.Equal(t, "1\n", string(b), "the held write landed after update exited")
+		})
+	}
 }
 
 func TestGCDryRun(t *testing.T) {

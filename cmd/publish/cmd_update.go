@@ -50,11 +50,14 @@ objects (_pointer, _gen, _lease, _pin or _probe) is refused, wherever the
 segment is: a dataset may live under any prefix. Before creating the
 object, update checks that the store enforces conditional writes (see
 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
-when it does not (its stdin is then empty). If CMD fails, nothing is
-written. The object is at most 64 MiB.
+when it does not (its stdin is then empty). If CMD fails on its first run,
+nothing is written. The object is at most 64 MiB.
 
 An update with an ambiguous response is resolved by reading the object
-back; if that is impossible too, the exit status is 5.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitInterrupted) + `
+back. If that is impossible, or if update has to stop (CMD fails on a
+re-run, the attempts run out, an interrupt) while an earlier write of its
+own is unsettled and may still land, the exit status is 5: look at the
+object before running the update again.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitInterrupted) + `
   (3 when every attempt lost to another writer; 1 when CMD failed)`,
 		Example: `  publish update s3://bucket/state.json -- jq '.runs += 1'
   publish update file:///srv/shared counter -- sh -c 'read n; echo $((${n:-0} + 1))'`,
@@ -156,7 +159,7 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 		return err
 	}
 	retry := commit.Retry{Attempts: opts.Attempts, Base: 10 * time.Millisecond, Max: time.Second}
-	runs, probed := 0, false
+	runs, probed, filterFailed := 0, false, false
 	attrs, err := commit.UpdateObject(ctx, s, opts.Key, retry, func(old []byte, exists bool) ([]byte, error) {
 		runs++
 		if !exists && !probed {
@@ -167,10 +170,18 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 			}
 			probed = true
 		}
-		return runFilter(ctx, opts.Command, old, exists, stderr)
+		out, err := runFilter(ctx, opts.Command, old, exists, stderr)
+		filterFailed = err != nil
+		return out, err
 	})
 	if err != nil {
-		if errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict) {
+		switch {
+		case errors.Is(err, commit.ErrCommitUnknown):
+			// A write of ours may still land: claim nothing.
+		case filterFailed && ctx.Err() == nil:
+			// Every write sent before was proven not to land.
+			err = fmt.Errorf("%w; nothing was written", err)
+		case errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict):
 			err = fmt.Errorf("%w: %w", commit.ErrConflict, err)
 		}
 		return fmt.Errorf("update %q in %s: %w", opts.Key, redact(opts.URL), err)
@@ -194,12 +205,12 @@ func runFilter(ctx context.Context, command []string, old []byte, exists bool, s
 	c.Env = append(os.Environ(), "COMMITPTR_EXISTS="+map[bool]string{true: "1", false: "0"}[exists])
 	if err := c.Run(); err != nil {
 		if out.over {
-			return nil, fmt.Errorf("%s wrote more than %d bytes; nothing was written", command[0], commit.MaxObjectSize)
+			return nil, fmt.Errorf("%s wrote more than %d bytes", command[0], commit.MaxObjectSize)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%s: %w; nothing was written", command[0], err)
+		return nil, fmt.Errorf("%s: %w", command[0], err)
 	}
 	return out.buf.Bytes(), nil
 }

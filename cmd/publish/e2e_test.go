@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
@@ -405,5 +407,60 @@ func TestEndToEndCommands(t *testing.T) {
 			assert.Contains(t, tg.ok(t, "verify", "--all", url), ": ok")
 			assert.Contains(t, tg.ok(t, "gc", "--dry-run", url), "dry run at seq 3")
 		})
+	}
+}
+
+// TestVerifyWrongLength: verify reports every object whose length differs
+// from its manifest's size, longer or shorter, stored as is (by its
+// stored length) or zstd-encoded (by its decoded length), with its path,
+// key and the lengths; get refuses the same dataset.
+func TestVerifyWrongLength(t *testing.T) {
+	const body = "hello, world"
+	enc, err := zstd.NewWriter(nil)
+	require.NoError(t, err)
+	defer enc.Close()
+	for _, tg := range targets(t) {
+		for _, compress := range []string{"none", "zstd"} {
+			t.Run(tg.name+"/"+compress, func(t *testing.T) {
+				ctx := context.Background()
+				url := tg.url(t)
+				tg.ok(t, "put", "--compress", compress, writeTree(t, map[string]string{"longer": body, "shorter": body, "intact": body}), url)
+				s := tg.open(t, url)
+				snap, err := commit.New(s).Open(ctx)
+				require.NoError(t, err)
+				replace := map[string]string{"longer": body + "!", "shorter": body[:len(body)-1]}
+				want := map[string]string{
+					"longer":  fmt.Sprintf("is longer than the %d bytes its manifest says", len(body)),
+					"shorter": fmt.Sprintf("has %d bytes, its manifest says %d", len(body)-1, len(body)),
+				}
+				if compress == "none" {
+					want["longer"] = fmt.Sprintf("is stored with %d bytes, its manifest says %d", len(body)+1, len(body))
+					want["shorter"] = fmt.Sprintf("is stored with %d bytes, its manifest says %d", len(body)-1, len(body))
+				}
+				keys := map[string]string{}
+				for path, content := range replace {
+					e, ok := snap.Manifest.Find(path)
+					require.True(t, ok)
+					keys[path] = e.Key
+					stored := []byte(content)
+					if compress == "zstd" {
+						stored = enc.EncodeAll(stored, nil)
+					}
+					_, err := s.Put(ctx, e.Key, bytes.NewReader(stored), store.PutOptions{})
+					require.NoError(t, err)
+				}
+				r := tg.run(t, "verify", url)
+				assert.Equal(t, exitError, r.code, r.stderr)
+				assert.Contains(t, r.stdout, "2 problems")
+				for path := range replace {
+					assert.Contains(t, r.stdout, fmt.Sprintf("FAIL seq 1 %s (key %q)", path, keys[path]))
+					assert.Contains(t, r.stdout, want[path])
+				}
+				assert.NotContains(t, r.stdout, "FAIL seq 1 intact")
+				r = tg.run(t, "get", url, filepath.Join(t.TempDir(), "out"))
+				assert.Equal(t, exitError, r.code, r.stderr)
+				assert.Contains(t, r.stderr, "checksum")
+			})
+		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package faultstore wraps a store.Store and injects faults into chosen
 // requests, for tests: a request that fails before it is sent, one that is
 // applied but whose response is lost, the SDK-retry shape in which the lost
-// response is followed by a resend that the store refuses, and writes held
-// in flight, before or after they land, while the test acts.
+// response is followed by a resend that the store refuses, writes held in
+// flight, before or after they land, while the test acts, and a write held
+// back in the network that lands after the caller gave up on it.
 package faultstore
 
 import (
@@ -40,6 +41,10 @@ const (
 	// the real result: a write that landed at once and whose response
 	// came late.
 	HoldResponse
+	// Hold, for a Put, keeps the request back and returns the error, as a
+	// request delayed in the network whose response the caller gave up
+	// on. Store.Release sends it later.
+	Hold
 )
 
 // ErrInjected is the default injected error, a timeout-like failure.
@@ -55,10 +60,10 @@ type Rule struct {
 	Times int
 	// Err is returned; nil means ErrInjected.
 	Err error
-	// Then, if set, runs after an applied request and before the caller
-	// hears back, e.g. to let another writer act in between; with
-	// HoldRequest, before the request is sent. A Then that blocks holds
-	// the request in flight.
+	// Then, if set, runs after an applied (or, for Hold, held) request and
+	// before the caller hears back, e.g. to let another writer act in
+	// between; with HoldRequest, before the request is sent. A Then that
+	// blocks holds the request in flight.
 	Then func()
 }
 
@@ -67,6 +72,7 @@ type Store struct {
 	store.Store
 	mu    sync.Mutex
 	rules []*rule
+	held  []func() error
 }
 
 type rule struct {
@@ -77,14 +83,14 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule. Cut applies to Get only, HoldRequest and
-// HoldResponse to Put only.
+// Add installs a rule. Cut applies to Get only; HoldRequest, HoldResponse
+// and Hold to Put only.
 func (s *Store) Add(r Rule) {
 	if r.Mode == Cut && r.Op != store.OpGet {
 		panic("faultstore: Cut applies to Get only")
 	}
-	if (r.Mode == HoldRequest || r.Mode == HoldResponse) && r.Op != store.OpPut {
-		panic("faultstore: HoldRequest and HoldResponse apply to Put only")
+	if (r.Mode == HoldRequest || r.Mode == HoldResponse || r.Mode == Hold) && r.Op != store.OpPut {
+		panic("faultstore: HoldRequest, HoldResponse and Hold apply to Put only")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,6 +189,18 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err != nil {
 		return store.Attrs{}, err
 	}
+	if r.Mode == Hold {
+		s.mu.Lock()
+		s.held = append(s.held, func() error {
+			_, err := s.Store.Put(context.Background(), key, bytes.NewReader(b), opts)
+			return err
+		})
+		s.mu.Unlock()
+		if r.Then != nil {
+			r.Then()
+		}
+		return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+	}
 	a, err := s.Store.Put(ctx, key, bytes.NewReader(b), opts)
 	if err != nil {
 		return a, err // the request failed on its own; nothing to inject
@@ -194,6 +212,21 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		return s.Store.Put(ctx, key, bytes.NewReader(b), opts)
 	}
 	return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+}
+
+// Release sends the Puts held so far, in the order they were made, and
+// returns their errors (a held conditional write may now fail its
+// condition).
+func (s *Store) Release() error {
+	s.mu.Lock()
+	held := s.held
+	s.held = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, send := range held {
+		errs = append(errs, send())
+	}
+	return errors.Join(errs...)
 }
 
 // Delete implements store.Store.
