@@ -100,7 +100,8 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
-			next.GCHorizon, next.GCFloor, next.Fence = cur.GCHorizon, cur.GCFloor, max(cur.Fence, opts.Fence)
+			next.GCHorizon, next.GCFloor, next.GCToken = cur.GCHorizon, cur.GCFloor, cur.GCToken
+			next.Fence = max(cur.Fence, opts.Fence)
 		} else {
 			next.Fence = opts.Fence
 		}

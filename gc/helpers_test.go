@@ -48,6 +48,29 @@ func storeFor(testing.TB) store.Store { return mem.New() }
 // memStore returns an in-memory store on the given clock.
 func memStore(now func() time.Time) store.Store { return mem.New(mem.WithClock(now)) }
 
+// storeClock is a store's clock that a test moves by hand (memStore): ages
+// and lease expiry without waiting, however loaded the machine.
+type storeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newStoreClock() *storeClock {
+	return &storeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *storeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *storeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // eachStore runs fn on a fresh store of every driver. With concurrent set
 // the drivers run at once, for tests that mostly wait for the store's clock
 // to move: they use little CPU, so they need not queue for -parallel slots.

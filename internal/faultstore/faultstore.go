@@ -31,6 +31,10 @@ const (
 	// Cut, for a Get, returns the first half of the body and then the
 	// error, as a connection that breaks mid-download.
 	Cut
+	// Held, for a Put, holds the request in flight: Then runs before the
+	// store applies it, then the request goes on and the caller gets its
+	// real result. Nothing fails; others act while it is on its way.
+	Held
 )
 
 // ErrInjected is the default injected error, a timeout-like failure.
@@ -47,7 +51,8 @@ type Rule struct {
 	// Err is returned; nil means ErrInjected.
 	Err error
 	// Then, if set, runs after an applied request and before the caller
-	// hears back, e.g. to let another writer act in between.
+	// hears back, e.g. to let another writer act in between; with Held,
+	// before the request is applied.
 	Then func()
 }
 
@@ -66,10 +71,13 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule. Cut applies to Get only.
+// Add installs a rule. Cut applies to Get only, Held to Put only.
 func (s *Store) Add(r Rule) {
 	if r.Mode == Cut && r.Op != store.OpGet {
 		panic("faultstore: Cut applies to Get only")
+	}
+	if r.Mode == Held && r.Op != store.OpPut {
+		panic("faultstore: Held applies to Put only")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,8 +157,14 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if r == nil {
 		return s.Store.Put(ctx, key, body, opts)
 	}
-	if r.Mode == Before {
+	switch r.Mode {
+	case Before:
 		return store.Attrs{}, store.Wrap("put", key, nil, r.Err)
+	case Held:
+		if r.Then != nil {
+			r.Then()
+		}
+		return s.Store.Put(ctx, key, body, opts)
 	}
 	b, err := io.ReadAll(body)
 	if err != nil {
