@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -63,4 +64,34 @@ func TestRenewedPinAcrossReplans(t *testing.T) {
 	assert.Zero(t, rep.PinsDropped, "the renewed pin is live")
 	assert.Len(t, keysUnder(t, s, commit.PinDir), 1)
 	assert.NoError(t, readAll(ctx, first))
+}
+
+// TestPinAfterListing: a reader pins a generation after the collector
+// listed the pins and before it published the floor that gives the
+// generation up. The pin passed Pin's floor check, so it must be honoured:
+// the collector lists the pins again after its CAS and keeps the pinned
+// generation.
+func TestPinAfterListing(t *testing.T) {
+	eachStore(t, true, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := dataset(s)
+		first := publish(t, d, false, files(2, "one"))
+		snap, err := d.OpenAt(ctx, "1")
+		require.NoError(t, err)
+		publish(t, d, false, files(2, "two"))
+		publish(t, d, false, files(2, "three"))
+
+		hook := &pinListHook{Store: s, after: func() {
+			_, err := snap.Pin(ctx, time.Hour, "late reader")
+			require.NoError(t, err, "the floor is not published yet")
+		}}
+		rep, err := gc.Run(ctx, hook, strict())
+		require.NoError(t, err)
+		assert.Contains(t, genIDs(rep.Kept), first.Generation)
+		assert.Empty(t, rep.Deleted)
+		p, _, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, p.GCFloor, "the floor was published before the pin was seen")
+		require.NoError(t, readAll(ctx, snap), "the pinned generation is whole")
+	})
 }
