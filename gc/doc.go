@@ -39,7 +39,8 @@
 //  9. Ask the driver to remove the leftovers of writes interrupted more
 //     than OrphanAge ago that no listing shows (store.SweepLeftovers): the
 //     fs driver's temp files and the incomplete multipart uploads on S3
-//     of a killed writer.
+//     of a killed writer. This step needs no horizon, so it also runs on a
+//     dataset that has no pointer yet, where nothing else is collected.
 //
 // # Guarantees
 //

@@ -191,8 +191,13 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return err
 		}
 		if p.ptr == nil {
-			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon; nothing was collected")
-			return nil
+			// No generation can be collected, but the leftovers of a
+			// first writer killed mid-upload are judged by age alone.
+			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon and no generation is collected")
+			if r.o.DryRun {
+				return nil
+			}
+			return r.sweepLeftovers(ctx)
 		}
 		if attempt > maxPlans {
 			return fmt.Errorf("%w: pins kept appearing on what %d plans would delete", ErrBusy, maxPlans)
