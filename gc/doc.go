@@ -122,7 +122,8 @@
 // for the first collected link), one GET per pinned generation outside the
 // chain and per orphan that got as far as its manifest, one LIST page per
 // 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted keys,
-// and a lease PUT before each of them; on S3, four more LISTs for
+// and a lease PUT before each of them, plus one pointer PUT (horizon,
+// floor and token) before the first delete; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not
 // with the length of history. The manifest GETs run 16 at a time.

@@ -304,17 +304,15 @@ func TestRetention(t *testing.T) {
 // is younger than the grace, judged by the store's clock.
 func TestGraceBySuccessorAge(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	s := memStore(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	d := dataset(s)
 	publish(t, d, false, files(1, "1"))
-	advance(10 * time.Minute)
+	clock.Advance(10 * time.Minute)
 	publish(t, d, false, files(1, "2")) // gen 1 superseded at T+10m
-	advance(10 * time.Minute)
+	clock.Advance(10 * time.Minute)
 	publish(t, d, false, files(1, "3")) // gen 2 superseded at T+20m
-	advance(15 * time.Minute)           // now T+35m
+	clock.Advance(15 * time.Minute)     // now T+35m
 
 	opts := gc.Options{Keep: -1, Grace: 20 * time.Minute}
 	rep, err := gc.Run(ctx, s, opts)
@@ -324,7 +322,7 @@ func TestGraceBySuccessorAge(t *testing.T) {
 	require.Len(t, rep.Deleted, 1, "gen 1, superseded 25 min ago, is not")
 	assert.EqualValues(t, 1, rep.Deleted[0].Seq)
 
-	advance(6 * time.Minute)
+	clock.Advance(6 * time.Minute)
 	rep, err = gc.Run(ctx, s, opts)
 	require.NoError(t, err)
 	assert.Len(t, rep.Kept, 1)
@@ -750,9 +748,8 @@ func TestReportText(t *testing.T) {
 // removed; the latest epoch stays, so epochs never repeat.
 func TestOldEpochsDropped(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	s := memStore(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	publish(t, dataset(s), false, files(1, "one"))
 	for range 3 {
 		e, err := lease.TryAcquireEpoch(ctx, s, "writer", lease.Options{TTL: time.Minute})
@@ -763,9 +760,7 @@ func TestOldEpochsDropped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, rep.EpochsDropped, "young epochs stay")
 
-	mu.Lock()
-	now = now.Add(2 * gc.MinEpochAge)
-	mu.Unlock()
+	clock.Advance(2 * gc.MinEpochAge)
 	rep, err = gc.Run(ctx, s, strict())
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.EpochsDropped)

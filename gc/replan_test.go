@@ -36,11 +36,8 @@ func (h *pinListHook) List(ctx context.Context, req store.ListRequest) (store.Li
 // time of that listing: not dropped as expired, and its generation kept.
 func TestRenewedPinAcrossReplans(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	s := memStore(clock)
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	d := dataset(s)
 	publish(t, d, false, files(2, "one"))
 	first, err := d.Open(ctx)
@@ -49,12 +46,12 @@ func TestRenewedPinAcrossReplans(t *testing.T) {
 	require.NoError(t, err)
 	publish(t, d, false, files(2, "two"))
 	stage(t, d, 1) // an orphan: the collector needs its horizon CAS
-	advance(9500 * time.Millisecond)
+	clock.Advance(9500 * time.Millisecond)
 
 	hook := &pinListHook{Store: s, after: func() {
 		publish(t, d, false, files(2, "three")) // the horizon CAS fails
 		require.NoError(t, pin.Renew(ctx))
-		advance(5 * time.Second)
+		clock.Advance(5 * time.Second)
 	}}
 	opts := strict()
 	opts.Keep = 2 // seq 1 is kept anyway; only its pin is at stake
