@@ -89,9 +89,11 @@ func eachStore(t *testing.T, concurrent bool, fn func(t *testing.T, s store.Stor
 }
 
 // strict are collector options with the shortest retention: the current
-// generation and its parent, no grace, and no minimum orphan age.
+// generation and its parent, no grace, and no minimum orphan age. The
+// lease TTL is long, so that a loaded machine does not use it up between
+// two renewals (a 10 s one ran out during one delete batch on fs).
 func strict() gc.Options {
-	return gc.Options{Keep: 1, Grace: -1, OrphanAge: -1, LeaseTTL: 10 * time.Second, Owner: "test"}
+	return gc.Options{Keep: 1, Grace: -1, OrphanAge: -1, LeaseTTL: time.Minute, Owner: "test"}
 }
 
 // dataset opens a dataset on s with a fast retry policy.
