@@ -42,7 +42,7 @@ func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 	next := *p.ptr
 	next.GCHorizon = p.horizon
 	next.GCFloor = max(p.ptr.GCFloor, p.floor)
-	next.GCToken = max(p.ptr.GCToken, r.lease.Token())
+	next.GCToken = r.lease.Token() // not lower than p.ptr.GCToken: see fenced
 	next.GCCommittedAt = p.committedAt
 	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
 	if werr == nil {
