@@ -105,7 +105,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
-			next.GCHorizon, next.GCFloor = cur.GCHorizon, cur.GCFloor
+			next.GCHorizon, next.GCFloor, next.GCToken = cur.GCHorizon, cur.GCFloor, cur.GCToken
 			next.Fence, next.Fences, next.FencedOnly = cur.Fence, cur.Fences, cur.FencedOnly
 		}
 		if opts.Fence != 0 {

@@ -27,7 +27,10 @@
 //     lowest seq still retained as a window from the current generation,
 //     so that no rollback can commit a reference to a generation being
 //     removed. If a commit lands meanwhile, the CAS fails and the
-//     collector plans again.
+//     collector plans again. The same CAS registers the collector's lease
+//     token as the pointer's gc_token; a run that will delete anything
+//     makes it even when neither the horizon nor the floor moves. It
+//     fences former holders (see Guarantees).
 //  7. Delete the unmarked keys of the candidates with DeleteMany, at most
 //     1000 keys per request, each generation's manifest after its data
 //     objects, renewing the lease before every request.
@@ -36,7 +39,8 @@
 //  9. Ask the driver to remove the leftovers of writes interrupted more
 //     than OrphanAge ago that no listing shows (store.SweepLeftovers): the
 //     fs driver's temp files and the incomplete multipart uploads on S3
-//     of a killed writer.
+//     of a killed writer. This step needs no horizon, so it also runs on a
+//     dataset that has no pointer yet, where nothing else is collected.
 //
 // # Guarantees
 //
@@ -60,6 +64,15 @@
 //     the pointer and a half-deleted generation is found again.
 //   - Only one collector works at a time. A collector that cannot renew its
 //     lease stops before its next request that deletes anything.
+//   - A collector that lost its lease changes nothing once the new holder
+//     has registered its token, which it does before it deletes anything
+//     (I6): the registration changes the pointer's ETag, so a former
+//     holder's CAS still in flight fails, and a former holder that reads
+//     a pointer registering a higher token than its own stops. Such a
+//     write can still land before the registration (it then counts as
+//     made before the takeover: the new holder plans from it), or while
+//     every later run deletes nothing and so registers nothing; it only
+//     moves the horizon and floor forward.
 //   - A dry run writes nothing but its own lease.
 //
 // The grace runs from the Last-Modified of the successor's manifest, which
@@ -83,8 +96,9 @@
 //   - an error matching ErrBusy when commits landed between its reading of
 //     the pointer and its compare-and-swap in every one of 8 plans (on a
 //     dataset that commits many times a second); nothing was deleted;
-//   - an error matching lease.ErrLost when the lease was lost mid-run; the
-//     collection stopped before its next delete request;
+//   - an error matching lease.ErrLost when the lease was lost mid-run, or
+//     when the pointer registers a collection with a higher lease token;
+//     the collection stopped before its next delete request;
 //   - store errors, wrapped with what the collector was doing.
 //
 // Run always returns a Report. After an error it describes the plan and how
@@ -94,7 +108,7 @@
 //
 // The collector reads and writes these keys of a dataset:
 //
-//	_pointer                 read; its gc_horizon is moved forward by CAS
+//	_pointer                 read; gc_horizon, gc_floor, gc_token moved by CAS
 //	_gen/<gen>/<path>        listed; unmarked keys of candidates deleted
 //	_gen/<gen>/_manifest     read along the chain; deleted after its data
 //	_pin/<gen>/<ttl>-<id>    listed; expired pins deleted
@@ -108,7 +122,8 @@
 // for the first collected link), one GET per pinned generation outside the
 // chain and per orphan that got as far as its manifest, one LIST page per
 // 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted keys,
-// and a lease PUT before each of them; on S3, four more LISTs for
+// and a lease PUT before each of them, plus one pointer PUT (horizon,
+// floor and token) before the first delete; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not
 // with the length of history. The manifest GETs run 16 at a time.

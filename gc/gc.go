@@ -13,6 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -190,8 +191,13 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return err
 		}
 		if p.ptr == nil {
-			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon; nothing was collected")
-			return nil
+			// No generation can be collected, but the leftovers of a
+			// first writer killed mid-upload are judged by age alone.
+			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon and no generation is collected")
+			if r.o.DryRun {
+				return nil
+			}
+			return r.sweepLeftovers(ctx)
 		}
 		if attempt > maxPlans {
 			return fmt.Errorf("%w: pins kept appearing on what %d plans would delete", ErrBusy, maxPlans)
@@ -260,6 +266,20 @@ func (r *runner) renew(ctx context.Context, before string) error {
 		return fmt.Errorf("gc: renew lease %q: stopped before %s: %w", LeaseName, before, err)
 	}
 	r.renewed = time.Now()
+	return nil
+}
+
+// fenced stops a collector whose lease token is lower than the one the
+// pointer registers: a newer collector took the lease over and has
+// published its own horizon and floor since, so this one may change
+// neither (I6). Tokens of the lease only grow, so a higher registered
+// token proves the loss, unless the lease object was deleted and its
+// tokens restarted; then collections are refused until they pass it.
+func (r *runner) fenced(ptr *pointer.Pointer) error {
+	if mine := r.lease.Token(); ptr.GCToken > mine {
+		return fmt.Errorf("gc: %w: lease %q token %d is stale: %s registers a collection with token %d (if %s was deleted, its tokens restarted and must pass %d again)",
+			lease.ErrLost, LeaseName, mine, pointer.Key, ptr.GCToken, lease.Key(LeaseName), ptr.GCToken)
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -179,17 +180,23 @@ func TestPins(t *testing.T) {
 // TestStalledWriter: a writer stages, stalls past the orphan age, the
 // collector removes its objects and publishes a horizon, and the writer's
 // commit is refused. A writer still staging is left alone and commits.
+//
+// The young writer stays young only if staging it and starting the
+// collection take less than the orphan age, so that age is derived from
+// how long staging the stalled one took: a loaded machine gets a longer one.
 func TestStalledWriter(t *testing.T) {
 	eachStore(t, true, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(2, "base"))
+		start := time.Now()
 		stalled := stage(t, d, 3)
-		time.Sleep(waitOlder(2 * time.Second))
+		orphanAge := max(2*time.Second, 8*time.Since(start)).Round(time.Second)
+		time.Sleep(waitOlder(orphanAge))
 		young := stage(t, d, 2)
 
 		opts := strict()
-		opts.OrphanAge = 2 * time.Second
+		opts.OrphanAge = orphanAge
 		rep, err := gc.Run(ctx, s, opts)
 		require.NoError(t, err)
 		assert.Equal(t, []string{stalled.Generation()}, genIDs(rep.Orphans))
@@ -297,17 +304,15 @@ func TestRetention(t *testing.T) {
 // is younger than the grace, judged by the store's clock.
 func TestGraceBySuccessorAge(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	s := memStore(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	d := dataset(s)
 	publish(t, d, false, files(1, "1"))
-	advance(10 * time.Minute)
+	clock.Advance(10 * time.Minute)
 	publish(t, d, false, files(1, "2")) // gen 1 superseded at T+10m
-	advance(10 * time.Minute)
+	clock.Advance(10 * time.Minute)
 	publish(t, d, false, files(1, "3")) // gen 2 superseded at T+20m
-	advance(15 * time.Minute)           // now T+35m
+	clock.Advance(15 * time.Minute)     // now T+35m
 
 	opts := gc.Options{Keep: -1, Grace: 20 * time.Minute}
 	rep, err := gc.Run(ctx, s, opts)
@@ -317,7 +322,7 @@ func TestGraceBySuccessorAge(t *testing.T) {
 	require.Len(t, rep.Deleted, 1, "gen 1, superseded 25 min ago, is not")
 	assert.EqualValues(t, 1, rep.Deleted[0].Seq)
 
-	advance(6 * time.Minute)
+	clock.Advance(6 * time.Minute)
 	rep, err = gc.Run(ctx, s, opts)
 	require.NoError(t, err)
 	assert.Len(t, rep.Kept, 1)
@@ -405,52 +410,99 @@ func seedBig(t *testing.T, s store.Store, n int) (d *commit.Dataset, big string)
 
 // TestLeaseTakenOver: a collector whose lease is taken over between two
 // delete batches stops before the second; the new holder finishes.
+//
+// The collector stalls in its progress callback after the first batch, as
+// a paused process would, until the lease expires by the store's clock
+// and another collector takes it over. On mem that clock is moved by
+// hand. The other drivers wait out a TTL derived from how long a dry run
+// of the same collection took, so that a loaded machine does not lose
+// the lease before the first batch.
 func TestLeaseTakenOver(t *testing.T) {
-	eachStore(t, true, func(t *testing.T, s store.Store) {
-		ctx := context.Background()
-		d, big := seedBig(t, s, 1001)
-		var thief *lease.Lease
-		opts := strict()
-		opts.LeaseTTL = 3 * time.Second
-		opts.Progress = func(deleted, total int) {
-			if thief != nil {
-				return
-			}
-			// Stall past the TTL, as a paused process would, and let
-			// another collector take the lease over.
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
-				l, err := lease.TryAcquire(ctx, s, gc.LeaseName, lease.Options{TTL: time.Minute, Owner: "thief"})
-				if err == nil {
-					thief = l
-					return
-				}
-				require.ErrorIs(t, err, lease.ErrHeld)
-				time.Sleep(200 * time.Millisecond)
-			}
-			t.Error("the lease never expired")
-		}
-		rep, err := gc.Run(ctx, s, opts)
-		require.ErrorIs(t, err, lease.ErrLost)
-		require.NotNil(t, thief)
-		assert.Contains(t, err.Error(), "delete batch 2")
-		assert.Equal(t, 1000, rep.ObjectsDeleted)
-		assert.Equal(t, 1002, rep.Planned)
-		assert.EqualValues(t, 1, rep.Requests[store.OpDeleteMany])
-		left := keysUnder(t, s, generation.Prefix(big))
-		assert.Len(t, left, 2)
-		assert.True(t, left[generation.ManifestKey(big)], "the manifest goes last")
-
-		// While the thief holds the lease nobody collects.
-		_, err = gc.Run(ctx, s, strict())
-		require.ErrorIs(t, err, lease.ErrHeld)
-		require.NoError(t, thief.Release(ctx))
-		rep, err = gc.Run(ctx, s, strict())
-		require.NoError(t, err)
-		assert.Equal(t, 2, rep.ObjectsDeleted)
-		assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
-		requireComplete(t, d)
+	thief := func(s store.Store) (*lease.Lease, error) {
+		return lease.TryAcquire(context.Background(), s, gc.LeaseName, lease.Options{TTL: time.Minute, Owner: "thief"})
+	}
+	t.Run("mem", func(t *testing.T) {
+		clock := newStoreClock()
+		s := memStore(clock.Now)
+		leaseTakenOver(t, s, time.Minute, func(ttl time.Duration) *lease.Lease {
+			clock.Advance(ttl + 2*time.Second)
+			l, err := thief(s)
+			require.NoError(t, err)
+			return l
+		})
 	})
+	var wg sync.WaitGroup
+	for _, f := range teststores.All() {
+		if f.Name == "mem" {
+			continue
+		}
+		wg.Go(func() {
+			t.Run(f.Name, func(t *testing.T) {
+				s := f.New(t)
+				leaseTakenOver(t, s, 0, func(ttl time.Duration) *lease.Lease {
+					for deadline := time.Now().Add(3*ttl + 10*time.Second); time.Now().Before(deadline); {
+						l, err := thief(s)
+						if err == nil {
+							return l
+						}
+						require.ErrorIs(t, err, lease.ErrHeld)
+						time.Sleep(200 * time.Millisecond)
+					}
+					t.Fatal("the lease never expired")
+					return nil
+				})
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// leaseTakenOver seeds s and runs a collector with lease TTL ttl, or with
+// one derived from a dry run of the same collection if ttl is 0. After
+// its first delete batch takeOver must return the lease of another
+// collector. The collector must stop before its second batch, and a run
+// after the thief's finishes the collection.
+func leaseTakenOver(t *testing.T, s store.Store, ttl time.Duration, takeOver func(ttl time.Duration) *lease.Lease) {
+	ctx := context.Background()
+	d, big := seedBig(t, s, 1001)
+	if ttl == 0 {
+		dry := strict()
+		dry.DryRun = true
+		start := time.Now()
+		_, err := gc.Run(ctx, s, dry)
+		require.NoError(t, err)
+		took := time.Since(start)
+		ttl = max(3*time.Second, 8*took).Truncate(time.Millisecond)
+		t.Logf("a dry run took %s: lease TTL %s", took, ttl)
+	}
+	var thief *lease.Lease
+	opts := strict()
+	opts.LeaseTTL = ttl
+	opts.Progress = func(deleted, total int) {
+		if thief == nil {
+			thief = takeOver(ttl)
+		}
+	}
+	rep, err := gc.Run(ctx, s, opts)
+	require.ErrorIs(t, err, lease.ErrLost)
+	require.NotNil(t, thief)
+	assert.Contains(t, err.Error(), "delete batch 2")
+	assert.Equal(t, 1000, rep.ObjectsDeleted)
+	assert.Equal(t, 1002, rep.Planned)
+	assert.EqualValues(t, 1, rep.Requests[store.OpDeleteMany])
+	left := keysUnder(t, s, generation.Prefix(big))
+	assert.Len(t, left, 2)
+	assert.True(t, left[generation.ManifestKey(big)], "the manifest goes last")
+
+	// While the thief holds the lease nobody collects.
+	_, err = gc.Run(ctx, s, strict())
+	require.ErrorIs(t, err, lease.ErrHeld)
+	require.NoError(t, thief.Release(ctx))
+	rep, err = gc.Run(ctx, s, strict())
+	require.NoError(t, err)
+	assert.Equal(t, 2, rep.ObjectsDeleted)
+	assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
+	requireComplete(t, d)
 }
 
 // TestCrashBetweenBatches: a failure between delete batches leaves a state
@@ -696,9 +748,8 @@ func TestReportText(t *testing.T) {
 // removed; the latest epoch stays, so epochs never repeat.
 func TestOldEpochsDropped(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	s := memStore(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	publish(t, dataset(s), false, files(1, "one"))
 	for range 3 {
 		e, err := lease.TryAcquireEpoch(ctx, s, "writer", lease.Options{TTL: time.Minute})
@@ -709,9 +760,7 @@ func TestOldEpochsDropped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, rep.EpochsDropped, "young epochs stay")
 
-	mu.Lock()
-	now = now.Add(2 * gc.MinEpochAge)
-	mu.Unlock()
+	clock.Advance(2 * gc.MinEpochAge)
 	rep, err = gc.Run(ctx, s, strict())
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.EpochsDropped)

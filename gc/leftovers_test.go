@@ -14,8 +14,10 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
+	"github.com/commitptr/commitptr/store/s3"
 )
 
 // TestLeftovers: a write that dies mid-upload on the fs driver leaves a
@@ -64,6 +66,66 @@ func TestLeftovers(t *testing.T) {
 	_, err = s.Head(ctx, key)
 	require.ErrorIs(t, err, store.ErrNotExist)
 	requireComplete(t, d)
+}
+
+// TestLeftoversWithoutPointer: the first writer of a dataset is killed
+// mid-upload, so the dataset has no pointer. Its leftovers, a temp file on
+// fs and an incomplete multipart upload on S3 (which bills), are still
+// removed by a collection past the orphan age, and nothing else changes.
+func TestLeftoversWithoutPointer(t *testing.T) {
+	ctx := context.Background()
+	sweeps := func(t *testing.T, s store.Store, partial []byte, started func() bool) {
+		gen, err := generation.New()
+		require.NoError(t, err)
+		key := generation.DataKey(gen, "big")
+		finish := teststores.StalledPut(t, s, key, partial)
+		require.Eventually(t, started, 30*time.Second, 10*time.Millisecond)
+
+		opts := strict()
+		opts.OrphanAge = time.Hour
+		rep, err := gc.Run(ctx, s, opts)
+		require.NoError(t, err)
+		assert.Zero(t, rep.Leftovers.Count, "younger than the orphan age")
+
+		// Past the orphan age (none here) by the store's clock; on S3
+		// that takes its whole-second dates a second or two to show.
+		var notes []string
+		require.Eventually(t, func() bool {
+			rep, err = gc.Run(ctx, s, strict())
+			require.NoError(t, err)
+			notes = rep.Notes
+			return rep.Leftovers.Count > 0
+		}, 30*time.Second, 100*time.Millisecond)
+		assert.Equal(t, 1, rep.Leftovers.Count)
+		assert.Positive(t, rep.Leftovers.Bytes)
+		require.Len(t, notes, 1)
+		assert.Contains(t, notes[0], "no pointer")
+		require.Error(t, finish(), "the upload was removed under the stalled writer")
+		_, err = s.Head(ctx, key)
+		require.ErrorIs(t, err, store.ErrNotExist)
+		_, _, err = pointer.Read(ctx, s)
+		require.ErrorIs(t, err, store.ErrNotExist)
+		assert.Empty(t, objects(t, s), "nothing was written")
+	}
+	t.Run("fs", func(t *testing.T) {
+		root := t.TempDir()
+		base, err := fs.New(root)
+		require.NoError(t, err)
+		sweeps(t, store.WithPrefix(base, "ds/"), bytes.Repeat([]byte("x"), 1000), func() bool {
+			return len(teststores.FSTempFiles(root)) == 1
+		})
+		assert.Empty(t, teststores.FSTempFiles(root))
+	})
+	t.Run("s3", func(t *testing.T) {
+		var s store.Store
+		for _, f := range teststores.All() {
+			if f.Name == "s3" {
+				s = f.New(t)
+			}
+		}
+		// Larger than one part, so that the driver uploads it in parts.
+		sweeps(t, store.WithPrefix(s, "ds/"), make([]byte, s3.PartThreshold+1<<20), func() bool { return true })
+	})
 }
 
 // deniedSweeper is a store whose credentials may not look for leftovers.

@@ -58,7 +58,9 @@ type plan struct {
 	// cutoff is the orphan cutoff: a generation outside the chain whose
 	// newest object was modified at or before it is an orphan. It is the
 	// horizon published before orphans are deleted.
-	cutoff      time.Time
+	cutoff time.Time
+	// needHorizon: the plan must publish its horizon, floor and lease
+	// token by a CAS of the pointer before it deletes anything.
 	needHorizon bool
 	// horizon is the pointer's gc_horizon once the plan is carried out.
 	horizon time.Time
@@ -98,6 +100,9 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	}
 	if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, pointer.Key, "grace, pin and orphan ages"); err != nil {
 		return nil, refuse(err)
+	}
+	if err := r.fenced(ptr); err != nil {
+		return nil, err
 	}
 	p := &plan{ptr: ptr, etag: attrs.ETag, now: attrs.ServerTime.UTC(), horizon: ptr.GCHorizon,
 		committedAt: ptr.CommittedAtServer(attrs.LastModified)}
@@ -285,6 +290,9 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	}
 	if len(p.deleted) > 0 && ptr.GCFloor < p.floor {
 		p.needHorizon = true
+	}
+	if len(p.del) > 0 && ptr.GCToken < r.lease.Token() {
+		p.needHorizon = true // register the token before deleting
 	}
 	return p, nil
 }

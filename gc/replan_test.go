@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -35,11 +36,8 @@ func (h *pinListHook) List(ctx context.Context, req store.ListRequest) (store.Li
 // time of that listing: not dropped as expired, and its generation kept.
 func TestRenewedPinAcrossReplans(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	s := memStore(clock)
+	clock := newStoreClock()
+	s := memStore(clock.Now)
 	d := dataset(s)
 	publish(t, d, false, files(2, "one"))
 	first, err := d.Open(ctx)
@@ -48,12 +46,12 @@ func TestRenewedPinAcrossReplans(t *testing.T) {
 	require.NoError(t, err)
 	publish(t, d, false, files(2, "two"))
 	stage(t, d, 1) // an orphan: the collector needs its horizon CAS
-	advance(9500 * time.Millisecond)
+	clock.Advance(9500 * time.Millisecond)
 
 	hook := &pinListHook{Store: s, after: func() {
 		publish(t, d, false, files(2, "three")) // the horizon CAS fails
 		require.NoError(t, pin.Renew(ctx))
-		advance(5 * time.Second)
+		clock.Advance(5 * time.Second)
 	}}
 	opts := strict()
 	opts.Keep = 2 // seq 1 is kept anyway; only its pin is at stake
@@ -63,4 +61,34 @@ func TestRenewedPinAcrossReplans(t *testing.T) {
 	assert.Zero(t, rep.PinsDropped, "the renewed pin is live")
 	assert.Len(t, keysUnder(t, s, commit.PinDir), 1)
 	assert.NoError(t, readAll(ctx, first))
+}
+
+// TestPinAfterListing: a reader pins a generation after the collector
+// listed the pins and before it published the floor that gives the
+// generation up. The pin passed Pin's floor check, so it must be honoured:
+// the collector lists the pins again after its CAS and keeps the pinned
+// generation.
+func TestPinAfterListing(t *testing.T) {
+	eachStore(t, true, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := dataset(s)
+		first := publish(t, d, false, files(2, "one"))
+		snap, err := d.OpenAt(ctx, "1")
+		require.NoError(t, err)
+		publish(t, d, false, files(2, "two"))
+		publish(t, d, false, files(2, "three"))
+
+		hook := &pinListHook{Store: s, after: func() {
+			_, err := snap.Pin(ctx, time.Hour, "late reader")
+			require.NoError(t, err, "the floor is not published yet")
+		}}
+		rep, err := gc.Run(ctx, hook, strict())
+		require.NoError(t, err)
+		assert.Contains(t, genIDs(rep.Kept), first.Generation)
+		assert.Empty(t, rep.Deleted)
+		p, _, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, p.GCFloor, "the floor was published before the pin was seen")
+		require.NoError(t, readAll(ctx, snap), "the pinned generation is whole")
+	})
 }

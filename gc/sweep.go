@@ -27,15 +27,22 @@ const MinEpochAge = time.Hour
 // write; it runs even when the caller's context is done.
 const readBackTimeout = 30 * time.Second
 
-// publishHorizon moves the pointer's gc_horizon to the plan's cutoff with a
-// compare-and-swap against the pointer the plan was made from. It returns
-// false, and no error, when the pointer changed meanwhile: the caller plans
-// again, because a generation the plan took for an orphan may have been
-// committed.
+// publishHorizon moves the pointer's gc_horizon to the plan's cutoff and
+// its gc_floor to the plan's floor, and registers the lease's token as
+// gc_token, with a compare-and-swap against the pointer the plan was made
+// from. It returns false, and no error, when the pointer changed
+// meanwhile: the caller plans again, because a generation the plan took
+// for an orphan may have been committed, or a newer collector may have
+// registered (see fenced).
+//
+// The token makes the CAS fenced: once a collection has registered, the
+// pointer's ETag has changed under every write a former holder still has
+// in flight, and a former holder that reads the pointer again stops.
 func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 	next := *p.ptr
 	next.GCHorizon = p.horizon
 	next.GCFloor = max(p.ptr.GCFloor, p.floor)
+	next.GCToken = r.lease.Token() // not lower than p.ptr.GCToken: see fenced
 	next.GCCommittedAt = p.committedAt
 	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
 	if werr == nil {

@@ -42,7 +42,7 @@ func TestMixedWorkload(t *testing.T) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(nfiles, "seed"))
-		opts := gc.Options{Keep: 1, Grace: grace, OrphanAge: orphanAge, LeaseTTL: 10 * time.Second}
+		opts := gc.Options{Keep: 1, Grace: grace, OrphanAge: orphanAge, LeaseTTL: time.Minute}
 
 		var (
 			wg                                  sync.WaitGroup

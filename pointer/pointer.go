@@ -73,6 +73,12 @@ type Pointer struct {
 	// collected, so a commit that references their objects (a rollback)
 	// is refused.
 	GCFloor uint64 `json:"gc_floor,omitempty"`
+	// GCToken is the fencing token of the collector lease ("gc") of the
+	// last collection that deleted anything, registered by that
+	// collection's compare-and-swap of the pointer before its first
+	// delete. A collector holding a lower token has lost its lease and
+	// stops without writing the pointer. Commits carry it forward.
+	GCToken uint64 `json:"gc_token,omitempty"`
 	// GCCommittedAt is set only when the pointer is rewritten without a
 	// commit (by the collector, or to register a fence): the store's time
 	// at which this generation was committed, which the rewrite would

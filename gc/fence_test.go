@@ -1,0 +1,111 @@
+package gc_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// TestStaleCollectorChangesNothing: a collector renews its lease, sends
+// its compare-and-swap of the pointer, and the request is held in flight
+// while the lease expires and another collector takes it over and
+// collects. When the held write arrives, the pointer's horizon and floor
+// must be what the current holder left (I6), and the stale collector must
+// delete nothing.
+//
+// The current holder needs no new floor (an earlier run published it and
+// crashed before deleting), so before fencing it left the pointer alone
+// and the stale write, planned with a smaller Keep, raised the floor.
+func TestStaleCollectorChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	clock := newStoreClock()
+	s := memStore(clock.Now)
+	d := dataset(s)
+	var gens []string
+	for i := range 4 {
+		gens = append(gens, publish(t, d, false, files(2, fmt.Sprint(i))).Generation)
+	}
+	crashed := faultstore.New(s)
+	crashed.Add(faultstore.Rule{Op: store.OpDeleteMany, Mode: faultstore.Before, Times: 1})
+	_, err := gc.Run(ctx, crashed, strict())
+	require.ErrorIs(t, err, faultstore.ErrInjected)
+	published, _, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, published.GCFloor, "the crashed run published its floor")
+
+	var current *gc.Report
+	var left *pointer.Pointer
+	held := faultstore.New(s)
+	held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		clock.Advance(strict().LeaseTTL + 2*time.Second) // the stale holder's lease expires
+		opts := strict()
+		opts.Owner = "current"
+		var err error
+		current, err = gc.Run(ctx, s, opts)
+		require.NoError(t, err)
+		left, _, err = pointer.Read(ctx, s)
+		require.NoError(t, err)
+	}})
+	opts := strict()
+	opts.Keep = -1 // would raise the floor to the current generation
+	opts.Owner = "stale"
+	rep, err := gc.Run(ctx, held, opts)
+	require.ErrorIs(t, err, lease.ErrLost)
+	require.NotNil(t, current, "the held write was sent")
+	assert.Equal(t, gens[:2], genIDs(current.Deleted), "the current holder finished the crashed run")
+
+	after, _, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	assert.Equal(t, left.WriteID, after.WriteID, "the pointer is as the current holder left it")
+	assert.EqualValues(t, 3, after.GCFloor, "the floor is the current holder's")
+	assert.True(t, after.GCHorizon.Equal(left.GCHorizon), "the horizon is the current holder's")
+	assert.Zero(t, rep.ObjectsDeleted, "the stale collector deleted nothing")
+	assert.NotEmpty(t, keysUnder(t, s, generation.Prefix(gens[2])), "seq 3, kept by the current holder, is whole")
+	assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
+	requireComplete(t, d)
+}
+
+// TestLowerTokenRefused: a collection whose lease token is lower than the
+// one registered in the pointer is refused before it writes or deletes
+// anything, even when its lease renews fine: here the lease object was
+// deleted, so its tokens restarted. A commit in between carries the
+// registered token forward.
+func TestLowerTokenRefused(t *testing.T) {
+	ctx := context.Background()
+	s := storeFor(t)
+	d := dataset(s)
+	for i := range 3 {
+		publish(t, d, false, files(2, fmt.Sprint(i)))
+	}
+	_, err := gc.Run(ctx, s, strict())
+	require.NoError(t, err)
+	for range 3 {
+		publish(t, d, false, files(2, "more"))
+	}
+	_, err = gc.Run(ctx, s, strict())
+	require.NoError(t, err)
+	registered, _, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, registered.GCToken, "the second collection registered its token")
+
+	require.NoError(t, s.Delete(ctx, lease.Key(gc.LeaseName), store.DeleteOptions{}))
+	publish(t, d, false, files(2, "last"))
+	before := objects(t, s)
+	rep, err := gc.Run(ctx, s, strict())
+	require.ErrorIs(t, err, lease.ErrLost)
+	assert.Contains(t, err.Error(), "token 1 is stale")
+	assert.Contains(t, err.Error(), "token 2")
+	assert.Zero(t, rep.ObjectsDeleted)
+	assert.Equal(t, before, objects(t, s), "nothing changed")
+}
