@@ -22,6 +22,10 @@ const (
 	DefaultPollMax = 5 * time.Second
 )
 
+// DefaultMargin returns the Margin of a lease whose Options leave it zero:
+// TTL/10.
+func DefaultMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
 // ReleaseTimeout bounds Release. Release runs on a fresh context (it keeps
 // the caller's values but not its cancellation), so that a lease can be
 // released after the work that held it was cancelled.
@@ -144,7 +148,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: TTL %v is not between 1ms and %v", ErrInvalid, o.TTL, maxTTL)
 	}
 	if o.Margin == 0 {
-		o.Margin = o.TTL / 10
+		o.Margin = DefaultMargin(o.TTL)
 	}
 	if o.Margin < 0 || o.Margin >= o.TTL {
 		return o, fmt.Errorf("%w: margin %v is not between 0 and the TTL %v", ErrInvalid, o.Margin, o.TTL)

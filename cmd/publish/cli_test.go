@@ -103,6 +103,7 @@ func TestUsageErrors(t *testing.T) {
 		{"update without command", []string{"update", "mem://x", "k"}, exitUsage, "no command given"},
 		{"update of a reserved key", []string{"update", "mem://x", "_pointer", "--", "cat"}, exitUsage, "refuses"},
 		{"run without lease", []string{"run", "mem://x", "--", "true"}, exitUsage, `required flag(s) "lease"`},
+		{"run with a grace that does not fit the TTL", []string{"run", "--lease", "job", "--ttl", "3s", "--grace", "1.3s", "mem://x", "--", "true"}, exitUsage, "--grace 1.3s does not fit --ttl 3s; use --grace 1.2s or less"},
 		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number nor a generation id"},
 		{"unpin of a non-pin key", []string{"unpin", "mem://x", "_pointer"}, exitUsage, "bad pin key"},
 		{"diff of nonsense", []string{"diff", "mem://x", "a", "b"}, exitUsage, "neither a seq number"},

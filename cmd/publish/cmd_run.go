@@ -25,7 +25,9 @@ type runOptions struct {
 	TTL     time.Duration
 	Grace   time.Duration
 	Owner   string
-	stdin   io.Reader
+	// graceSet is whether --grace was given.
+	graceSet bool
+	stdin    io.Reader
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -35,7 +37,8 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 		Short: "Run a command while holding a lease (flock for object stores)",
 		Long: `Run acquires the lease NAME of the dataset at URL, runs CMD while keeping the
 lease alive, and releases it when CMD exits. Only one 'publish run' with the
-same URL and NAME runs its CMD at a time, on any number of machines.
+same URL and NAME runs its CMD at a time, on any number of machines (see
+"What run guarantees" below for exactly what that covers).
 
 If the lease is held, run fails at once with status 4, or waits up to --wait
 for it. CMD gets the lease's fencing token in COMMITPTR_FENCE, the lease's
@@ -45,12 +48,40 @@ e.g. s3://bucket/jobs/_lease/nightly) and its name in COMMITPTR_LEASE. A
 stages and commits with it, so a CMD that lost its lease cannot overwrite
 the work of the next holder's puts.
 
-The lease is renewed every --ttl/3. If it is lost (taken over after renewals
-failed for longer than the TTL, or its holder's own deadline passed), run
-sends SIGTERM to CMD's process group, then SIGKILL after --grace, and exits
-with status 6. On SIGINT or SIGTERM, run does the same and exits with 130.
-CMD runs in a process group of its own, so that signals reach the
-processes it starts too. The lease is released at exit in every case.
+CMD runs in a process group of its own, so that signals reach the processes
+it starts too. The lease is renewed every --ttl/3. Run has its own deadline:
+TTL − TTL/10 after its last successful renewal was sent, by its own clock;
+others can take the lease over only TTL + 1s after that renewal, by the
+store's clock. If no renewal succeeds, run sends SIGTERM to CMD's process
+group at the deadline − --grace and SIGKILL at the deadline, waits until no
+process of the group is left, and exits with status 6. If the lease is
+taken over, run does the same at once (SIGKILL after --grace, or at the
+deadline if that comes first). On SIGINT or SIGTERM, run does the same and
+exits with 130. If CMD exits and leaves processes in its group, run stops
+them the same way before it releases the lease. The lease is released at
+exit in every case but one: if the group is still there a while after
+SIGKILL (a process stuck in the kernel), run says so, exits 1 and leaves the
+lease to expire.
+
+--grace must fit the TTL: at most 2/5 of --ttl (TTL/2 − TTL/10), so that
+the renewal due TTL/3 after the last one, and its retries, get TTL/6 before
+SIGTERM. A larger --grace is refused with status 2. Without --grace, it is
+10s or 2/5 of --ttl, whichever is less.
+
+What run guarantees. CMD's whole process group is killed (SIGKILL sent, and
+run has seen that no process of the group is left) before the lease can be
+taken over by the store's clock, as long as run's clock does not run slower
+than the store's by more than TTL/10 over a TTL. So no two CMDs run at once.
+
+What it does not. Work that CMD handed to other systems before it was
+killed can still take effect later, after the next holder started: a request
+it sent to a database, an API or the store itself, a job it queued. Side
+effects that must not land late have to carry the fencing token from
+COMMITPTR_FENCE, and their receiver has to refuse a token lower than one it
+has seen, as 'publish put' does. Processes that CMD moves out of its process
+group (setsid, daemons) are not stopped. If run itself dies (SIGKILL, the
+OOM killer) or is paused past its deadline (a stopped VM), nothing stops
+CMD; only the fencing token protects then.
 
 Before the first use of a lease name, run checks that the store enforces
 conditional writes (see 'publish probe').
@@ -71,6 +102,7 @@ Otherwise run exits with CMD's status (128+N if a signal N ended it).` + exitSta
 				return usagef("want URL -- CMD, got %d arguments before --", len(before))
 			}
 			opts.URL, opts.Command, opts.stdin = before[0], command, cmd.InOrStdin()
+			opts.graceSet = cmd.Flags().Changed("grace")
 			return runRun(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -78,15 +110,42 @@ Otherwise run exits with CMD's status (128+N if a signal N ended it).` + exitSta
 	f.StringVar(&opts.Lease, "lease", "", "the lease `NAME` (required)")
 	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a held lease (0: fail at once with status 4)")
 	f.DurationVar(&opts.TTL, "ttl", 30*time.Second, "lease TTL; the lease is renewed every TTL/3, and others can take it TTL+1s after the last renewal")
-	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost or run is interrupted")
+	f.DurationVar(&opts.Grace, "grace", defaultGrace, "time between SIGTERM and SIGKILL when CMD must stop; at most 2/5 of --ttl")
+	f.Lookup("grace").DefValue = "10s or 2/5 of --ttl, whichever is less"
 	f.StringVar(&opts.Owner, "owner", "", "owner name written into the lease (default host:pid)")
 	cmd.MarkFlagRequired("lease") //nolint:errcheck // the flag exists
 	return cmd
 }
 
+// maxGrace returns the longest --grace that fits the TTL. SIGTERM goes out
+// at the holder's deadline − grace, and the deadline is TTL − margin after
+// the last successful renewal was sent; the next renewal goes TTL/3 after
+// that one. Grace may take what is left after the renewal and TTL/6 for
+// its round trip and retries: TTL/2 − margin, 2/5 of the TTL.
+func maxGrace(ttl time.Duration) time.Duration {
+	return ttl/2 - lease.DefaultMargin(ttl)
+}
+
+// runGrace returns the grace to use: --grace if it fits the TTL (else a
+// usage error), or by default the smaller of 10 s and what fits.
+func runGrace(opts runOptions) (time.Duration, error) {
+	most := maxGrace(opts.TTL)
+	switch {
+	case !opts.graceSet:
+		return min(defaultGrace, most), nil
+	case opts.Grace > most:
+		return 0, usagef("--grace %s does not fit --ttl %s; use --grace %s or less, or a longer --ttl (SIGKILL must reach CMD by the holder's deadline, and SIGTERM must leave the renewals their chance)", opts.Grace, opts.TTL, most)
+	}
+	return opts.Grace, nil
+}
+
 func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) error {
 	if opts.TTL <= 0 || opts.Grace < 0 {
 		return usagef("--ttl must be positive and --grace not negative")
+	}
+	grace, err := runGrace(opts)
+	if err != nil {
+		return err
 	}
 	if err := lease.CheckName(opts.Lease); err != nil {
 		return &usageError{err}
@@ -102,14 +161,29 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer releaseLease(l, opts.globalOptions)
+	release := true
+	defer func() {
+		if release {
+			releaseLease(l, opts.globalOptions)
+		}
+	}()
 	opts.log().Info("lease acquired", "name", opts.Lease, "token", l.Token())
 
 	kctx, stopKeep := context.WithCancel(ctx)
 	defer stopKeep()
 	l.KeepAlive(kctx)
 
-	c := exec.Command(opts.Command[0], opts.Command[1:]...)
+	name := opts.Command[0]
+	if left := time.Until(l.Deadline()); left <= grace {
+		return fmt.Errorf("%w: lease %q (token %d): acquired with %s left before the holder's deadline, not more than --grace %s; not starting %s",
+			lease.ErrLost, opts.Lease, l.Token(), left.Round(time.Millisecond), grace, name)
+	}
+	// Orphans of CMD's processes become our children, so that we can reap
+	// them and know that the group is gone.
+	if err := becomeSubreaper(); err != nil {
+		opts.log().Warn("cannot become a subreaper; processes that CMD leaves behind are reaped by init", "error", err)
+	}
+	c := exec.Command(name, opts.Command[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = opts.stdin, stdout, stderr
 	id, err := lease.Identity(opts.URL, opts.Lease)
 	if err != nil {
@@ -121,34 +195,65 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 		"COMMITPTR_LEASE_ID="+id,
 	)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Output copying must not outlive CMD by much if it leaves children
-	// behind that hold its stdout open.
-	c.WaitDelay = opts.Grace + time.Second
+	// Output copying must not outlive CMD by much if it leaves processes
+	// behind, outside its group, that hold its stdout open.
+	c.WaitDelay = grace + time.Second
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", opts.Command[0], err)
+		return fmt.Errorf("start %s: %w", name, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
+	g := &procGroup{c: c, pgid: c.Process.Pid, done: make(chan error, 1)}
+	go func() { g.done <- c.Wait() }()
 
-	var waitErr error
+	// Until CMD exits, stop it when the lease is lost, when run is
+	// interrupted, or when no renewal has succeeded by the holder's
+	// deadline − grace.
+	term := time.NewTimer(time.Until(l.Deadline().Add(-grace)))
+	defer term.Stop()
 	var why error
-	select {
-	case waitErr = <-done:
-	case <-l.Done():
-		why = fmt.Errorf("%w; sent SIGTERM to %s", l.Err(), opts.Command[0])
-		fmt.Fprintf(stderr, "publish: lease %q lost (%v); stopping %s\n", opts.Lease, l.Err(), opts.Command[0])
-		waitErr = terminate(c, done, opts.Grace, stderr)
-	case <-ctx.Done():
-		why = ctx.Err()
-		fmt.Fprintf(stderr, "publish: interrupted; stopping %s\n", opts.Command[0])
-		waitErr = terminate(c, done, opts.Grace, stderr)
+wait:
+	for {
+		select {
+		case g.waitErr = <-g.done:
+			g.exited = true
+			break wait
+		case <-l.Done():
+			why = fmt.Errorf("%w; stopped %s", l.Err(), name)
+			fmt.Fprintf(stderr, "publish: lease %q lost (%v); stopping %s\n", opts.Lease, l.Err(), name)
+			break wait
+		case <-ctx.Done():
+			why = ctx.Err()
+			fmt.Fprintf(stderr, "publish: interrupted; stopping %s\n", name)
+			break wait
+		case <-term.C:
+			if left := time.Until(l.Deadline()); left > grace {
+				term.Reset(left - grace) // renewed meanwhile
+				continue
+			}
+			why = fmt.Errorf("%w: lease %q (token %d): not renewed in time; stopped %s before the holder's deadline", lease.ErrLost, opts.Lease, l.Token(), name)
+			fmt.Fprintf(stderr, "publish: lease %q could not be renewed; its deadline is in %s; stopping %s\n",
+				opts.Lease, time.Until(l.Deadline()).Round(time.Millisecond), name)
+			break wait
+		}
+	}
+	// Whatever ended the wait, nothing of CMD's process group may outlive
+	// the lease: SIGKILL comes by the holder's deadline at the latest.
+	killAt := time.Now().Add(grace)
+	if d := l.Deadline(); d.Before(killAt) {
+		killAt = d
+	}
+	if err := g.stop(killAt, stderr); err != nil {
+		// It may still run: let the lease expire instead of handing it
+		// over now.
+		release = false
+		stopKeep()
+		return err
 	}
 	stopKeep()
 	if why != nil {
 		return why
 	}
 	var ee *exec.ExitError
-	switch {
+	switch waitErr := g.waitErr; {
 	case waitErr == nil:
 		return nil
 	case errors.As(waitErr, &ee):
@@ -158,23 +263,89 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 		}
 		return &statusError{code: code}
 	default:
-		return fmt.Errorf("%s: %w", opts.Command[0], waitErr)
+		return fmt.Errorf("%s: %w", name, waitErr)
 	}
 }
 
-// terminate sends SIGTERM to the command's process group, then SIGKILL
-// after grace, and returns the command's wait error.
-func terminate(c *exec.Cmd, done <-chan error, grace time.Duration, stderr io.Writer) error {
-	pgid := c.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck // it may have exited
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		fmt.Fprintf(stderr, "publish: %s did not exit within %s; sending SIGKILL\n", c.Path, grace)
-		syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck // it may have exited
-		return <-done
+// defaultGrace is --grace when the flag is not given and it fits the TTL.
+const defaultGrace = 10 * time.Second
+
+// reapPoll is how often stop looks whether CMD's process group is gone.
+const reapPoll = 10 * time.Millisecond
+
+// killWait bounds how long stop waits for the group to be gone after
+// SIGKILL, beyond the command's WaitDelay: a process in an uninterruptible
+// sleep dies only when the sleep ends.
+const killWait = 5 * time.Second
+
+// procGroup is CMD and the process group it leads.
+type procGroup struct {
+	c       *exec.Cmd
+	pgid    int
+	done    chan error // c.Wait's result
+	exited  bool       // done has been received: the leader is reaped
+	waitErr error
+}
+
+// gone reports whether the leader is reaped and no process is left in the
+// group. It reaps the members that became our children.
+func (g *procGroup) gone() bool {
+	if !g.exited {
+		select {
+		case g.waitErr = <-g.done:
+			g.exited = true
+		default:
+			return false
+		}
+	}
+	// Only now: before the leader is reaped, this could reap it under
+	// c.Wait's feet.
+	var ws syscall.WaitStatus
+	for {
+		pid, err := syscall.Wait4(-g.pgid, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			break
+		}
+	}
+	return errors.Is(syscall.Kill(-g.pgid, 0), syscall.ESRCH)
+}
+
+// stop ends what is left of the group: nothing if it is gone, else SIGTERM
+// at once and SIGKILL at killAt. It returns once the group is gone, or an
+// error naming it if it is still there killWait after the SIGKILL.
+func (g *procGroup) stop(killAt time.Time, stderr io.Writer) error {
+	if g.gone() {
+		return nil
+	}
+	name := g.c.Args[0]
+	if g.exited {
+		fmt.Fprintf(stderr, "publish: %s exited and left processes in its group; stopping them\n", name)
+	}
+	syscall.Kill(-g.pgid, syscall.SIGTERM) //nolint:errcheck // it may be gone
+	kill := time.NewTimer(time.Until(killAt))
+	defer kill.Stop()
+	tick := time.NewTicker(reapPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if g.gone() {
+				return nil
+			}
+		case <-kill.C:
+			fmt.Fprintf(stderr, "publish: %s's process group did not exit after SIGTERM; sending SIGKILL\n", name)
+			syscall.Kill(-g.pgid, syscall.SIGKILL) //nolint:errcheck // it may be gone
+			give := time.NewTimer(g.c.WaitDelay + killWait)
+			defer give.Stop()
+			for !g.gone() {
+				select {
+				case <-tick.C:
+				case <-give.C:
+					return fmt.Errorf("process group %d of %s is still there %s after SIGKILL; the lease is not released and expires after its TTL",
+						g.pgid, name, g.c.WaitDelay+killWait)
+				}
+			}
+			return nil
+		}
 	}
 }

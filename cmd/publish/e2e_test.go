@@ -235,7 +235,7 @@ func TestRunLeaseStolen(t *testing.T) {
 			url, scratch := tg.url(t), t.TempDir()
 			ready, got := filepath.Join(scratch, "ready"), filepath.Join(scratch, "got")
 			script := fmt.Sprintf(`trap 'echo TERM > %s; exit 143' TERM; touch %s; while :; do sleep 0.1; done`, got, ready)
-			cmd := tg.command(t, "run", "--lease", "job", "--ttl", "3s", "--grace", "5s", url, "--", "sh", "-c", script)
+			cmd := tg.command(t, "run", "--lease", "job", "--ttl", "3s", "--grace", "1s", url, "--", "sh", "-c", script)
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			require.NoError(t, cmd.Start())

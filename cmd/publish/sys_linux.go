@@ -27,3 +27,9 @@ func syncAll(dir string) error {
 func exchange(a, b string) error {
 	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
+
+// becomeSubreaper makes the orphans of our descendants our children
+// (PR_SET_CHILD_SUBREAPER), so that we can reap them.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}

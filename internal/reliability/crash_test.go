@@ -378,7 +378,7 @@ func TestCrashRun(t *testing.T) {
 			srcDir := filepath.Join(t.TempDir(), "src")
 			rnd := rand.New(rand.NewPCG(seed(t, 13), 0))
 			runArgs := func(url string, extra ...string) []string {
-				args := append([]string{"run", "--lease", "job", "--ttl", "2s", "--grace", "1s"}, extra...)
+				args := append([]string{"run", "--lease", "job", "--ttl", "2s", "--grace", "0.5s"}, extra...)
 				args = append(args, url, "--", bin)
 				args = append(args, tg.flags...)
 				return append(args, "put", srcDir, url)
