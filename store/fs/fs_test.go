@@ -583,7 +583,7 @@ func TestCASNestedRoots(t *testing.T) {
 			s, key = inner, "counter"
 		}
 		g.Go(func() error {
-			return increment(ctx, s, key, incs, func(v int) { lines[w] = append(lines[w], fmt.Sprintf("inc %d", v)) })
+			return storetest.Increment(ctx, s, key, incs, func(v int) { lines[w] = append(lines[w], fmt.Sprintf("inc %d", v)) })
 		})
 	}
 	require.NoError(t, g.Wait())

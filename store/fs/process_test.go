@@ -23,6 +23,7 @@ import (
 	"github.com/commitptr/commitptr/internal/procattr"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
+	"github.com/commitptr/commitptr/store/storetest"
 )
 
 // The cross-process tests re-execute the test binary; TestHelperProcess is
@@ -93,7 +94,7 @@ func helper(mode string) error {
 			}
 		}
 	case "cas":
-		return increment(ctx, s, os.Getenv(envKey), n, func(v int) { fmt.Fprintf(out, "inc %d\n", v) })
+		return storetest.Increment(ctx, s, os.Getenv(envKey), n, func(v int) { fmt.Fprintf(out, "inc %d\n", v) })
 	case "mutex":
 		// A lock built from create-if-absent and conditional delete: each
 		// holder CASes the key once and deletes it. Were two holders ever
@@ -123,37 +124,6 @@ func helper(mode string) error {
 		}
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
-	}
-	return nil
-}
-
-// increment adds one to the decimal counter at key n times, each by a
-// conditional write of the value it read plus one, and reports each value
-// it wrote. Two reports of one value are a lost update.
-func increment(ctx context.Context, s store.Store, key string, n int, report func(v int)) error {
-	for done := 0; done < n; {
-		rc, a, err := s.Get(ctx, key)
-		if err != nil {
-			return err
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return err
-		}
-		v, err := strconv.Atoi(string(b))
-		if err != nil {
-			return fmt.Errorf("counter body %q: %w", b, err)
-		}
-		_, err = s.Put(ctx, key, strings.NewReader(strconv.Itoa(v+1)), store.PutOptions{IfMatch: a.ETag})
-		switch {
-		case err == nil:
-			done++
-			report(v + 1)
-		case errors.Is(err, store.ErrPrecondition) && ctx.Err() == nil:
-		default:
-			return err
-		}
 	}
 	return nil
 }

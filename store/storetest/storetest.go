@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -374,36 +375,45 @@ func testCASCounter(t *testing.T, s store.Store) {
 	put(t, s, "counter", "0", store.PutOptions{IfNoneMatch: true})
 	g := new(errgroup.Group)
 	for range workers {
-		g.Go(func() error {
-			for done := 0; done < incs; {
-				rc, a, err := s.Get(ctx, "counter")
-				if err != nil {
-					return err
-				}
-				b, err := io.ReadAll(rc)
-				rc.Close()
-				if err != nil {
-					return err
-				}
-				n, err := strconv.Atoi(string(b))
-				if err != nil {
-					return fmt.Errorf("counter body %q: %w", b, err)
-				}
-				_, err = s.Put(ctx, "counter", bytes.NewReader([]byte(strconv.Itoa(n+1))), store.PutOptions{IfMatch: a.ETag})
-				switch {
-				case err == nil:
-					done++
-				case errors.Is(err, store.ErrPrecondition), errors.Is(err, store.ErrConflict):
-				default:
-					return err
-				}
-			}
-			return nil
-		})
+		g.Go(func() error { return Increment(ctx, s, "counter", incs, nil) })
 	}
 	require.NoError(t, g.Wait())
 	body, _ := get(t, s, "counter")
 	assert.Equal(t, strconv.Itoa(workers*incs), body, "a lost update would leave the counter short")
+}
+
+// Increment adds one to the decimal counter at key n times, each by a
+// compare-and-swap of the value it read plus one, retrying lost races
+// (412, 409). report, if not nil, gets each value written: a value
+// reported twice, by any writers, is a lost update.
+func Increment(ctx context.Context, s store.Store, key string, n int, report func(v int)) error {
+	for done := 0; done < n; {
+		rc, a, err := s.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		v, err := strconv.Atoi(string(b))
+		if err != nil {
+			return fmt.Errorf("counter body %q: %w", b, err)
+		}
+		_, err = s.Put(ctx, key, strings.NewReader(strconv.Itoa(v+1)), store.PutOptions{IfMatch: a.ETag})
+		switch {
+		case err == nil:
+			done++
+			if report != nil {
+				report(v + 1)
+			}
+		case (errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)) && ctx.Err() == nil:
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // onlyReader hides every method but Read, so drivers see a stream of
