@@ -35,12 +35,27 @@ type CommitOptions struct {
 const maxCASRetries = 8
 
 // Commit writes the manifest and swaps the pointer to this generation.
+// First it proves that the objects the generation references from older
+// ones exist (VerifyReferences): a missing one is uploaded again when
+// PutFile has its local file, and fails the commit with ErrMissingObject
+// otherwise.
 //
 // On success it returns the pointer as written. If another writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. After Commit returns, the Tx cannot be used again.
 func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
+	if err := tx.VerifyReferences(ctx); err != nil {
+		tx.mu.Lock()
+		open := tx.checkOpen() == nil
+		tx.done = true
+		tx.mu.Unlock()
+		if !open {
+			return nil, err
+		}
+		// Nothing names this generation yet.
+		return nil, tx.abort(ctx, err)
+	}
 	tx.mu.Lock()
 	if err := tx.checkOpen(); err != nil {
 		tx.mu.Unlock()
