@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// TestPutRepairsReuse: an object of the current generation deleted by hand
+// and another overwritten with fewer bytes. Publishing the same directory
+// again uploads those two files again instead of referencing them, and the
+// new seq reads back whole; --no-reuse uploads everything; a rollback to
+// the damaged seq, which has no local copy to repair from, is refused and
+// names the missing object.
+func TestPutRepairsReuse(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := context.Background()
+			url := tg.url(t)
+			files := map[string]string{}
+			for i := range 31 {
+				files[fmt.Sprintf("part/%02d.csv", i)] = fmt.Sprintf("row %d\n", i)
+			}
+			src := writeTree(t, files)
+			tg.ok(t, "put", src, url)
+
+			s := tg.open(t, url)
+			first, err := commit.New(s).Open(ctx)
+			require.NoError(t, err)
+			gone, _ := first.Manifest.Find("part/07.csv")
+			short, _ := first.Manifest.Find("part/19.csv")
+			require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
+			_, err = s.Put(ctx, short.Key, strings.NewReader("r"), store.PutOptions{})
+			require.NoError(t, err)
+
+			out := tg.ok(t, "put", src, url)
+			assert.Contains(t, out, "committed seq 2")
+			assert.Contains(t, out, "31 files (29 reused, 2 uploaded again")
+			dest := filepath.Join(t.TempDir(), "out")
+			tg.ok(t, "get", "--seq", "2", url, dest)
+			assert.Equal(t, files, readTree(t, dest))
+			assert.Contains(t, tg.ok(t, "verify", url), ": ok")
+
+			var res putResult
+			require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "--json", "put", "--no-reuse", src, url)), &res))
+			assert.Equal(t, 0, res.Reused)
+			cur, err := commit.New(s).Open(ctx)
+			require.NoError(t, err)
+			for _, e := range cur.Files() {
+				assert.Equal(t, res.Generation, generation.FromKey(e.Key), "--no-reuse uploaded %s", e.Path)
+			}
+
+			r := tg.run(t, "rollback", url, "--to", "1")
+			assert.Equal(t, exitError, r.code, r.stderr)
+			assert.Contains(t, r.stderr, "part/07.csv: object "+gone.Key+" missing")
+			assert.Contains(t, r.stderr, "part/19.csv: object "+short.Key+" has 1 bytes, the manifest says 7")
+			p, _, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			assert.EqualValues(t, 3, p.Seq, "the refused rollback committed nothing")
+		})
+	}
+}
