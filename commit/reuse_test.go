@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -144,6 +146,44 @@ func TestWithoutReuse(t *testing.T) {
 			for _, e := range snap.Files() {
 				assert.Equal(t, p.Generation, generation.FromKey(e.Key), e.Path)
 			}
+		})
+	}
+}
+
+// TestReuseProofPaths: references in a generation that holds many other
+// objects are proven with one LIST page and then HEADs; references in runs
+// of 1,000 with one LIST page each. A missing object is caught on both
+// paths and its file uploaded again.
+func TestReuseProofPaths(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			const n = 3000
+			ctx := context.Background()
+			c := store.Count(f.New(t))
+			d := commit.New(c, commit.WithConcurrency(32))
+			dir := writeFiles(t, n, "1")
+			_, p1 := putDir(t, d, dir)
+			// Change every file but three: they stay in seq 1, which holds
+			// 3,000 objects; the other 2,997 are seq 2's only objects.
+			kept := []int{0, 1500, 2999}
+			for i := range n {
+				if !slices.Contains(kept, i) {
+					require.NoError(t, os.WriteFile(filepath.Join(dir, "d", fmt.Sprintf("%04d", i)), []byte(fmt.Sprint("changed ", i)), 0o644))
+				}
+			}
+			_, p2 := putDir(t, d, dir)
+			require.NoError(t, c.Delete(ctx, generation.DataKey(p1.Generation, "d/1500"), store.DeleteOptions{}))
+			require.NoError(t, c.Delete(ctx, generation.DataKey(p2.Generation, "d/1001"), store.DeleteOptions{}))
+
+			before := c.Counts()
+			tx, _ := putDir(t, d, dir)
+			// seq 1: one page proves d/0000 only, so d/1500 and d/2999 get
+			// HEADs; seq 2: three runs of up to 1,000 keys, a page each.
+			// Two files uploaded again.
+			assert.Equal(t, "get=2 head=2 put=4 list=4", c.Counts().Sub(before).String())
+			assert.Equal(t, 2, tx.Repaired())
+			assert.Equal(t, n-2, tx.Reused())
+			checkComplete(t, d)
 		})
 	}
 }
