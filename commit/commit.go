@@ -53,6 +53,9 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		if !open {
 			return nil, err
 		}
+		if errors.Is(err, ErrMissingObject) {
+			err = tx.whyMissing(ctx, err, opts.Fence)
+		}
 		// Nothing names this generation yet.
 		return nil, tx.abort(ctx, err)
 	}
@@ -225,6 +228,34 @@ func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint
 		gen = m.Parent
 	}
 	return "", fmt.Errorf("%w: seq %d is not in the history", ErrNotFound, seq)
+}
+
+// whyMissing explains objects that VerifyReferences found missing. When
+// the pointer has moved past the base, the commit had lost anyway, and the
+// collector may have removed what only the superseded base referenced:
+// that is a lost race (or a guard's refusal), which Update retries, not a
+// damaged dataset.
+func (tx *Tx) whyMissing(ctx context.Context, missing error, fence uint64) error {
+	var cur *pointer.Pointer
+	err := retryRead(ctx, tx.d.retry, func() (err error) {
+		cur, _, err = pointer.Read(ctx, tx.d.s)
+		return err
+	})
+	if err != nil {
+		return missing
+	}
+	if gerr := tx.guard(cur, fence); gerr != nil {
+		return fmt.Errorf("%w (%w)", gerr, missing)
+	}
+	if tx.base == nil || cur.Seq <= tx.base.Seq {
+		return missing
+	}
+	seq := tx.base.Seq + 1
+	winner, err := tx.d.generationAt(ctx, cur, seq)
+	if err != nil {
+		return fmt.Errorf("%w: the pointer moved to seq %d while staging (%w)", ErrStale, cur.Seq, missing)
+	}
+	return fmt.Errorf("%w (%w)", &ConflictError{Winner: winner, Seq: seq}, missing)
 }
 
 // guard applies the collector-horizon, fencing and collector-floor checks

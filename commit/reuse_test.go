@@ -187,3 +187,59 @@ func TestReuseProofPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingAfterBaseMoved: a writer kept its base's files (KeepAll);
+// meanwhile another writer replaced one and the collector removed the
+// superseded object. The writer's commit is a lost race, which Update
+// retries on the new base, not a damaged dataset.
+func TestMissingAfterBaseMoved(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		_, err := publish(t, d, map[string]string{"x": "1", "y": "1"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		base, err := d.Open(ctx)
+		require.NoError(t, err)
+		old, _ := base.Manifest.Find("x")
+
+		interleave := func() {
+			_, err := d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+				return tx.PutBytes(ctx, "x", []byte("2"))
+			})
+			require.NoError(t, err)
+			require.NoError(t, s.Delete(ctx, old.Key, store.DeleteOptions{}), "what the collector does to a superseded object")
+		}
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.KeepAll(ctx))
+		require.NoError(t, tx.PutBytes(ctx, "z", []byte("1")))
+		interleave()
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		var ce *commit.ConflictError
+		require.ErrorAs(t, err, &ce)
+		assert.EqualValues(t, 2, ce.Seq)
+
+		first := true
+		_, err = d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+			if first {
+				first = false
+				old = baseEntry(t, tx, "x")
+				interleave()
+			}
+			return tx.PutBytes(ctx, "w", []byte("1"))
+		})
+		require.NoError(t, err, "Update retried on the new base")
+		snap := checkComplete(t, d)
+		assert.EqualValues(t, 4, snap.Seq())
+	})
+}
+
+// baseEntry returns the entry for path of the Tx's base.
+func baseEntry(t *testing.T, tx *commit.Tx, path string) generation.Entry {
+	t.Helper()
+	snap, err := tx.BaseSnapshot(context.Background())
+	require.NoError(t, err)
+	e, ok := snap.Manifest.Find(path)
+	require.True(t, ok, path)
+	return e
+}
