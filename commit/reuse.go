@@ -22,11 +22,17 @@ import (
 type refState struct {
 	// verified holds the keys proven present with a plausible size.
 	verified map[string]bool
-	// local maps a path reused by PutFile to the local file it matched, so
-	// that a missing object can be uploaded again.
-	local map[string]string
+	// local maps a path reused by PutFile to the entry it reused and the
+	// local file that matched it, so that a missing object can be uploaded
+	// again.
+	local map[string]reusedFile
 	// repaired counts the files uploaded again for that reason.
 	repaired int
+}
+
+type reusedFile struct {
+	entry generation.Entry
+	local string
 }
 
 // minProvedPerPage is the fewest keys a LIST page must prove for the
@@ -39,10 +45,11 @@ const minProvedPerPage = 2
 // VerifyReferences proves that the object of every file the Tx references
 // from another generation (files PutFile reused, and those of KeepAll and
 // KeepFrom) still exists, with the entry's size when it is stored as is
-// (a zstd-encoded object must not be empty; its stored size is not
-// recorded). A file that PutFile reused whose object is missing or has the
-// wrong size is uploaded again from its local file. Any other such file
-// makes it fail with ErrMissingObject, naming the paths and keys.
+// (a zstd-encoded object of a non-empty file must not be empty; its stored
+// size is not recorded). A file that PutFile reused whose object is
+// missing or has the wrong size is uploaded again from its local file. Any
+// other such file makes it fail with ErrMissingObject, naming the paths
+// and keys.
 //
 // Commit runs it before writing the manifest, so calling it is needed only
 // to learn the outcome earlier. Keys once proven are not checked again.
@@ -78,7 +85,8 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 		return fmt.Errorf("commit: verify referenced objects: %w", err)
 	}
 	var bad []string
-	var redo []generation.Entry
+	var redo []reusedFile
+	unusable := map[string]bool{}
 	for key, es := range want {
 		size, found := sizes[key]
 		for _, e := range es {
@@ -90,18 +98,19 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 				// The store did not say; existence is proven.
 			case e.Encoding == generation.EncodingNone && size != e.Size:
 				why = fmt.Sprintf("has %d bytes, the manifest says %d", size, e.Size)
-			case e.Encoding != generation.EncodingNone && size == 0:
+			case e.Encoding != generation.EncodingNone && size == 0 && e.Size > 0:
 				why = "is empty"
 			}
 			if why == "" {
 				continue
 			}
+			unusable[key] = true
 			tx.mu.Lock()
-			_, local := tx.refs.local[e.Path]
+			r, ok := tx.refs.local[e.Path]
 			tx.mu.Unlock()
-			if local {
+			if ok && r.entry == e {
 				tx.d.log.Warn("reused object is unusable; uploading the file again", "path", e.Path, "key", key, "problem", why)
-				redo = append(redo, e)
+				redo = append(redo, r)
 				continue
 			}
 			bad = append(bad, fmt.Sprintf("%s: object %s %s", e.Path, key, why))
@@ -123,7 +132,7 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 		tx.refs.verified = map[string]bool{}
 	}
 	for key := range want {
-		if _, ok := sizes[key]; ok {
+		if !unusable[key] {
 			tx.refs.verified[key] = true
 		}
 	}
@@ -132,15 +141,13 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 
 // reupload stages again, from their local files, reused files whose
 // objects turned out unusable.
-func (tx *Tx) reupload(ctx context.Context, entries []generation.Entry) error {
+func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(tx.d.concurrency)
-	for _, e := range entries {
-		tx.mu.Lock()
-		local := tx.refs.local[e.Path]
-		tx.mu.Unlock()
+	for _, r := range files {
+		e := r.entry
 		g.Go(func() error {
-			f, err := os.Open(local)
+			f, err := os.Open(r.local)
 			if err != nil {
 				return fmt.Errorf("commit: upload %q again: %w", e.Path, err)
 			}
@@ -177,9 +184,9 @@ func (tx *Tx) noteReuse(e generation.Entry, local string) error {
 		return err
 	}
 	if tx.refs.local == nil {
-		tx.refs.local = map[string]string{}
+		tx.refs.local = map[string]reusedFile{}
 	}
-	tx.refs.local[e.Path] = local
+	tx.refs.local[e.Path] = reusedFile{e, local}
 	tx.reused++
 	tx.entries[e.Path] = e
 	return nil

@@ -243,3 +243,32 @@ func baseEntry(t *testing.T, tx *commit.Tx, path string) generation.Entry {
 	require.True(t, ok, path)
 	return e
 }
+
+// TestKeepFromOverReuse: a file PutFile reused, then replaced by KeepFrom
+// with an older version whose object is gone, is not "repaired" with the
+// local file, which holds other content: the commit fails.
+func TestKeepFromOverReuse(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			d := commit.New(s)
+			putDir(t, d, writeFiles(t, 1, "1"))
+			dir := writeFiles(t, 1, "2")
+			putDir(t, d, dir)
+			old, err := d.OpenAt(ctx, "1")
+			require.NoError(t, err)
+			gone, _ := old.Manifest.Find("d/0000")
+			require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
+
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, tx.AddDir(ctx, dir))
+			require.Equal(t, 1, tx.Reused())
+			tx.KeepFrom(old)
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			require.ErrorIs(t, err, commit.ErrMissingObject)
+			assert.Contains(t, err.Error(), gone.Key)
+		})
+	}
+}
