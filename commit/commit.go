@@ -40,12 +40,30 @@ type CommitOptions struct {
 const maxCASRetries = 8
 
 // Commit writes the manifest and swaps the pointer to this generation.
+// First it proves that the objects the generation references from older
+// ones exist (VerifyReferences): a missing one is uploaded again when
+// PutFile has its local file, and fails the commit with ErrMissingObject
+// otherwise.
 //
 // On success it returns the pointer as written. If another writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. After Commit returns, the Tx cannot be used again.
 func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
+	if err := tx.VerifyReferences(ctx); err != nil {
+		tx.mu.Lock()
+		open := tx.checkOpen() == nil
+		tx.done = true
+		tx.mu.Unlock()
+		if !open {
+			return nil, err
+		}
+		if errors.Is(err, ErrMissingObject) {
+			err = tx.whyMissing(ctx, err, opts)
+		}
+		// Nothing names this generation yet.
+		return nil, tx.abort(ctx, err)
+	}
 	tx.mu.Lock()
 	if err := tx.checkOpen(); err != nil {
 		tx.mu.Unlock()
@@ -217,6 +235,34 @@ func (d *Dataset) generationAt(ctx context.Context, p *pointer.Pointer, seq uint
 		gen = m.Parent
 	}
 	return "", fmt.Errorf("%w: seq %d is not in the history", ErrNotFound, seq)
+}
+
+// whyMissing explains objects that VerifyReferences found missing. When
+// the pointer has moved past the base, the commit had lost anyway, and the
+// collector may have removed what only the superseded base referenced:
+// that is a lost race (or a guard's refusal), which Update retries, not a
+// damaged dataset.
+func (tx *Tx) whyMissing(ctx context.Context, missing error, opts CommitOptions) error {
+	var cur *pointer.Pointer
+	err := retryRead(ctx, tx.d.retry, func() (err error) {
+		cur, _, err = pointer.Read(ctx, tx.d.s)
+		return err
+	})
+	if err != nil {
+		return missing
+	}
+	if gerr := tx.guard(cur, opts.Fence, opts.FenceLease); gerr != nil {
+		return fmt.Errorf("%w (%w)", gerr, missing)
+	}
+	if tx.base == nil || cur.Seq <= tx.base.Seq {
+		return missing
+	}
+	seq := tx.base.Seq + 1
+	winner, err := tx.d.generationAt(ctx, cur, seq)
+	if err != nil {
+		return fmt.Errorf("%w: the pointer moved to seq %d while staging (%w)", ErrStale, cur.Seq, missing)
+	}
+	return fmt.Errorf("%w (%w)", &ConflictError{Winner: winner, Seq: seq}, missing)
 }
 
 // guard applies the collector-horizon, fencing and collector-floor checks

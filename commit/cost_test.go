@@ -3,6 +3,8 @@ package commit_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -49,6 +51,42 @@ func TestRequestFloor(t *testing.T) {
 		var want store.Counts
 		want[store.OpGet] = k + 2
 		assert.Equal(t, want, c.Counts().Sub(before), "snapshot read")
+	})
+}
+
+// TestIncrementalCost: an incremental publish of 1,000 files proves the
+// objects it reuses with one LIST page per 1,000 of them, and a single
+// reused object with one HEAD. Besides that it costs the floor: the
+// pointer GET, the base-manifest GET, the changed files' PUTs, the
+// manifest PUT and the pointer PUT.
+func TestIncrementalCost(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		const k = 1000
+		c := store.Count(s)
+		d := commit.New(c, commit.WithConcurrency(32))
+		dir := writeFiles(t, k, "1")
+		putDir(t, d, dir)
+		step := func(name string, want string) {
+			t.Helper()
+			before := c.Counts()
+			putDir(t, d, dir)
+			assert.Equal(t, want, c.Counts().Sub(before).String(), name)
+		}
+		step("nothing changed", "get=2 put=2 list=1")
+		for i := 0; i < k; i += 100 {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "d", fmt.Sprintf("%04d", i)), []byte("changed"), 0o644))
+		}
+		step("10 files changed", "get=2 put=12 list=1")
+		// 990 reused objects of seq 1, 10 of seq 3: one page for each.
+		step("nothing changed, references in two generations", "get=2 put=2 list=2")
+
+		small := writeFiles(t, 2, "1")
+		d = commit.New(store.WithPrefix(c, "small/"))
+		putDir(t, d, small)
+		require.NoError(t, os.WriteFile(filepath.Join(small, "d", "0000"), []byte("changed"), 0o644))
+		before := c.Counts()
+		putDir(t, d, small)
+		assert.Equal(t, "get=2 head=1 put=3", c.Counts().Sub(before).String(), "one reused object")
 	})
 }
 

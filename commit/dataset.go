@@ -34,6 +34,10 @@ var (
 	ErrNoCommits = errors.New("commit: dataset has no commits")
 	// ErrNotFound: a path, seq or generation is not in the snapshot or history.
 	ErrNotFound = errors.New("commit: not found")
+	// ErrMissingObject: a file the commit references from an older
+	// generation has no object, or one of the wrong size, and there is no
+	// local copy to upload again. Nothing was committed.
+	ErrMissingObject = errors.New("commit: referenced object missing")
 )
 
 // ConflictError reports a lost race.
@@ -82,6 +86,7 @@ type Dataset struct {
 	writer      string
 	concurrency int
 	compress    bool
+	reuse       bool
 	retry       Retry
 	log         *slog.Logger
 }
@@ -106,6 +111,10 @@ func WithConcurrency(n int) Option {
 // encoding, and readers decode transparently.
 func WithCompression(on bool) Option { return func(d *Dataset) { d.compress = on } }
 
+// WithReuse(false) makes PutFile upload every file, even one the base
+// generation already holds unchanged. The default is true.
+func WithReuse(on bool) Option { return func(d *Dataset) { d.reuse = on } }
+
 // WithRetry sets the retry policy of Update; see DefaultRetry.
 func WithRetry(r Retry) Option { return func(d *Dataset) { d.retry = r } }
 
@@ -119,6 +128,7 @@ func New(s store.Store, opts ...Option) *Dataset {
 		s:           s,
 		writer:      host + ":" + strconv.Itoa(os.Getpid()),
 		concurrency: 16,
+		reuse:       true,
 		retry:       DefaultRetry,
 		log:         slog.New(slog.DiscardHandler),
 	}

@@ -52,6 +52,7 @@ type Tx struct {
 	// write the same key, so a Put that fails or lands late never changes
 	// an object another Put staged.
 	keys map[string]bool
+	refs refState
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -133,7 +134,8 @@ func (tx *Tx) Files() []string {
 }
 
 // KeepAll carries every file of the base generation into this one, by
-// reference: nothing is copied. Later Puts and Removes override it.
+// reference: nothing is copied. Later Puts and Removes override it. The
+// commit proves the objects kept are still present; see VerifyReferences.
 func (tx *Tx) KeepAll(ctx context.Context) error {
 	m, err := tx.loadBase(ctx)
 	if err != nil || m == nil {
@@ -151,7 +153,8 @@ func (tx *Tx) KeepAll(ctx context.Context) error {
 // this generation, by reference, replacing what was staged at the same
 // paths. It is how a rollback re-publishes a retained generation. The
 // commit is refused with ErrStale if, by then, the collector's floor has
-// passed that snapshot's seq: its objects may be gone.
+// passed that snapshot's seq: its objects may be gone, and with
+// ErrMissingObject if one of them is gone already (see VerifyReferences).
 func (tx *Tx) KeepFrom(snap *Snapshot) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -263,7 +266,10 @@ func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
 
 // PutFile stages a local file. If the base generation has a file at the
 // same path with the same size and sha256, the new generation references
-// the existing object instead of uploading it again (incremental publish).
+// the existing object instead of uploading it again (incremental publish),
+// unless the dataset was opened WithReuse(false). Before the commit, the
+// reused object is proven present, and the file is uploaded again if it is
+// not; see VerifyReferences.
 func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 	f, err := os.Open(local)
 	if err != nil {
@@ -283,7 +289,7 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 	}
 	var old generation.Entry
 	var ok bool
-	if base != nil {
+	if base != nil && tx.d.reuse {
 		old, ok = base.Find(path)
 	}
 	if ok && old.Size == fi.Size() {
@@ -293,10 +299,7 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 			return fmt.Errorf("commit: read %s: %w", local, err)
 		}
 		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
-			tx.mu.Lock()
-			tx.reused++
-			tx.mu.Unlock()
-			return tx.add(old)
+			return tx.noteReuse(old, local)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("commit: %w", err)

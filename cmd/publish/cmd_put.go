@@ -34,6 +34,7 @@ type putOptions struct {
 	Probe       bool
 	Fence       uint64
 	FenceLease  string
+	NoReuse     bool
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -47,6 +48,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
 	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token of the lease --fence-lease (default: $COMMITPTR_FENCE, which 'publish run' sets)")
 	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
+	f.BoolVar(&o.NoReuse, "no-reuse", false, "upload every file, even one the current generation holds unchanged")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
 }
 
@@ -62,8 +64,12 @@ Files are staged under a fresh generation id, in parallel, computing each
 file's sha256 while it streams; then the manifest is written, and one
 conditional write of the pointer commits. Readers never see a partial
 generation. The publish is incremental: a file whose path, size and sha256
-match the current generation is referenced, not uploaded again. Files that
-are not in SRC are not in the new generation. Symbolic links and special
+match the current generation is referenced, not uploaded again. Before
+the commit, put proves that every object it references still exists with
+the right size (about one LIST request per 1,000 reused files, or a HEAD
+for a lone one); a file whose object is missing or damaged is uploaded
+again, so publishing again repairs such a dataset. --no-reuse uploads
+every file. Files that are not in SRC are not in the new generation. Symbolic links and special
 files in SRC are refused, not followed. A single file is published under its
 base name.
 
@@ -113,6 +119,7 @@ type putResult struct {
 	Parent     string `json:"parent,omitempty"`
 	Files      int    `json:"files"`
 	Reused     int    `json:"reused"`
+	Repaired   int    `json:"repaired,omitempty"` // matched, but uploaded again: the stored object was unusable
 	Bytes      int64  `json:"bytes"`
 	Fence      uint64 `json:"fence,omitempty"`
 	FenceLease string `json:"fence_lease,omitempty"`
@@ -145,7 +152,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress))
+	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
 	if err != nil {
 		return err
 	}
@@ -207,15 +214,19 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		return describe(opts.URL, err)
 	}
-	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Fence: fence, FenceLease: fenceLease}
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease}
 	for _, f := range files {
 		res.Bytes += f.size
 	}
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused), %s\n",
-		res.Seq, res.Generation, res.Files, res.Reused, humanBytes(res.Bytes))
+	var repaired string
+	if res.Repaired > 0 {
+		repaired = fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
+	}
+	fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused%s), %s\n",
+		res.Seq, res.Generation, res.Files, res.Reused, repaired, humanBytes(res.Bytes))
 	return nil
 }
 

@@ -31,7 +31,10 @@ the new commit has the next seq, and the generations in between stay in the
 log until the collector removes them.
 
 The new commit references the older generation's objects: nothing is
-copied, and a rollback costs one manifest whatever the size of the data.
+copied, and a rollback writes one manifest whatever the size of the data.
+It first proves that those objects still exist (about one LIST request per
+1,000 files); if one is missing or damaged, the rollback fails, naming it,
+and nothing changes.
 The older generation must still be retained (see 'publish gc --keep/--grace'
 and 'publish pin'). The collector publishes the lowest seq it keeps as the
 pointer's gc_floor before it deletes anything older; if a collection moves

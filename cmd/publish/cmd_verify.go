@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -19,6 +23,7 @@ type verifyOptions struct {
 	URL         string
 	All         bool
 	Concurrency int
+	Repair      string
 }
 
 func newVerifyCommand(g *globalOptions) *cobra.Command {
@@ -35,10 +40,18 @@ read once.
 
 Every problem is listed with its path and object key. Verify reads every
 byte, so it costs one GET per object. A collector run in progress can make
-objects of generations it is removing look missing under --all.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted) + `
-  (1 also when a problem was found)`,
+objects of generations it is removing look missing under --all.
+
+With --repair SRC, the damaged files of the current generation are
+uploaded again from SRC, the directory it was published from, and
+committed as the next generation with every other file kept by
+reference. A file in SRC whose size or sha256 differs from the manifest is
+refused, so a repair never changes content. Status 0 then means every
+problem of the current generation was repaired.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitFenced, exitUnknown, exitInterrupted) + `
+  (1 also when a problem was found and not repaired)`,
 		Example: `  publish verify s3://bucket/daily
-  publish verify --all --json file:///srv/datasets/app`,
+  publish verify --all --json file:///srv/datasets/app
+  publish verify --repair ./out s3://bucket/daily`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
@@ -47,6 +60,7 @@ objects of generations it is removing look missing under --all.` + exitStatus(ex
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "verify every retained generation, not only the current one")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 16, "parallel reads")
+	cmd.Flags().StringVar(&opts.Repair, "repair", "", "upload damaged files of the current generation again from the directory `SRC` and commit")
 	return cmd
 }
 
@@ -63,6 +77,8 @@ type verifyResult struct {
 	Objects     int             `json:"objects"`
 	Bytes       int64           `json:"bytes"`
 	Problems    []verifyProblem `json:"problems"`
+	// Repaired is the commit that replaced the damaged files (--repair).
+	Repaired *putResult `json:"repaired,omitempty"`
 }
 
 func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer) error {
@@ -145,6 +161,10 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 		return err
 	}
 
+	var repairErr error
+	if opts.Repair != "" && len(res.Problems) > 0 {
+		res.Repaired, repairErr = repairFrom(ctx, d, opts, snap, res.Problems)
+	}
 	if opts.JSON {
 		if err := writeJSON(stdout, res); err != nil {
 			return err
@@ -158,6 +178,15 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 			status = fmt.Sprintf("%d problems", len(res.Problems))
 		}
 		fmt.Fprintf(stdout, "verified %d objects (%s) of %d generations: %s\n", res.Objects, humanBytes(res.Bytes), res.Generations, status)
+		if r := res.Repaired; r != nil {
+			fmt.Fprintf(stdout, "repaired %d files from %s: committed seq %d generation %s\n", r.Files-r.Reused, opts.Repair, r.Seq, r.Generation)
+		}
+	}
+	if repairErr != nil {
+		return repairErr
+	}
+	if res.Repaired != nil {
+		return nil // every problem was in the current generation, and is repaired
 	}
 	if len(res.Problems) > 0 {
 		return fmt.Errorf("verify %s: %d problems found", redact(opts.URL), len(res.Problems))
@@ -176,4 +205,81 @@ func verifyEntry(ctx context.Context, snap *commit.Snapshot, e generation.Entry)
 	}
 	defer rc.Close()
 	return io.Copy(io.Discard, rc)
+}
+
+// repairFrom commits the current generation again with the files that
+// have problems uploaded from src, after checking each against its
+// manifest entry. It refuses when the pointer moved since verification,
+// or when a problem lies outside the current generation.
+func repairFrom(ctx context.Context, d *commit.Dataset, opts verifyOptions, snap *commit.Snapshot, problems []verifyProblem) (*putResult, error) {
+	type fix struct {
+		e     generation.Entry
+		local string
+	}
+	var fixes []fix
+	for _, p := range problems {
+		e, ok := snap.Manifest.Find(p.Path)
+		if p.Generation != snap.Generation() || p.Path == "" || !ok {
+			return nil, fmt.Errorf("repair: %s (key %q) is not a file of the current generation; only those are repaired", p.Path, p.Key)
+		}
+		local := filepath.Join(opts.Repair, filepath.FromSlash(p.Path))
+		if err := matchesEntry(local, e); err != nil {
+			return nil, fmt.Errorf("repair %s: %w", p.Path, err)
+		}
+		fixes = append(fixes, fix{e, local})
+	}
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return nil, describe(opts.URL, err)
+	}
+	defer tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op once committed
+	if b := tx.Base(); b == nil || b.Generation != snap.Generation() {
+		return nil, fmt.Errorf("repair: dataset %s changed since it was verified; verify again", redact(opts.URL))
+	}
+	if err := tx.KeepAll(ctx); err != nil {
+		return nil, describe(opts.URL, err)
+	}
+	for _, f := range fixes {
+		if err := putLocal(ctx, tx, f.e.Path, f.local, f.e.Size); err != nil {
+			return nil, err
+		}
+	}
+	p, err := tx.Commit(ctx, commit.CommitOptions{Message: fmt.Sprintf("repair of seq %d", snap.Seq())})
+	if err != nil {
+		if errors.Is(err, commit.ErrCommitUnknown) {
+			return nil, fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
+		}
+		return nil, describe(opts.URL, err)
+	}
+	res := &putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(snap.Files()), Bytes: snap.Manifest.TotalSize(), Fence: p.Fence}
+	res.Reused = res.Files - len(fixes)
+	return res, nil
+}
+
+// matchesEntry checks that the local file has the entry's size and sha256.
+func matchesEntry(local string, e generation.Entry) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", local, err)
+	}
+	if n != e.Size || hex.EncodeToString(h.Sum(nil)) != e.SHA256 {
+		return fmt.Errorf("%s differs from the manifest entry (%d bytes, sha256 %s); it is not the published file", local, e.Size, e.SHA256)
+	}
+	return nil
+}
+
+// putLocal stages a local file at path.
+func putLocal(ctx context.Context, tx *commit.Tx, path, local string, size int64) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return tx.Put(ctx, path, f, size)
 }

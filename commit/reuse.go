@@ -1,0 +1,319 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/store"
+)
+
+// refState tracks the files a Tx references from older generations
+// (PutFile's reuse, KeepAll, KeepFrom), which must be proven present before
+// the commit.
+type refState struct {
+	// verified holds the keys proven present with a plausible size.
+	verified map[string]bool
+	// local maps a path reused by PutFile to the entry it reused and the
+	// local file that matched it, so that a missing object can be uploaded
+	// again.
+	local map[string]reusedFile
+	// repaired counts the files uploaded again for that reason.
+	repaired int
+}
+
+type reusedFile struct {
+	entry generation.Entry
+	local string
+}
+
+// minProvedPerPage is the fewest keys a LIST page must prove for the
+// listing of a run of keys to go on; below it the rest of the run is
+// checked with parallel HEADs. A page that proves at least two keys costs
+// less than their HEADs, so verification never sends more than one request
+// per key plus one page per run.
+const minProvedPerPage = 2
+
+// VerifyReferences proves that the object of every file the Tx references
+// from another generation (files PutFile reused, and those of KeepAll and
+// KeepFrom) still exists, with the entry's size when it is stored as is
+// (a zstd-encoded object of a non-empty file must not be empty; its stored
+// size is not recorded). A file that PutFile reused whose object is
+// missing or has the wrong size is uploaded again from its local file. Any
+// other such file makes it fail with ErrMissingObject, naming the paths
+// and keys.
+//
+// Commit runs it before writing the manifest, so calling it is needed only
+// to learn the outcome earlier. Keys once proven are not checked again.
+//
+// Cost: the keys are grouped by generation and, within one, in sorted runs
+// of up to 1,000. A run of one key costs a HEAD; a longer run is listed
+// from its first key, one LIST page at a time, while each page proves at
+// least two of its keys, and the rest of the run is checked with HEADs. So
+// the references cost at most one LIST page per 1,000 keys when their
+// generations hold few other objects, and never more than one request per
+// key plus one page per run. Runs are checked in parallel, up to the
+// dataset's concurrency.
+func (tx *Tx) VerifyReferences(ctx context.Context) error {
+	tx.mu.Lock()
+	if err := tx.checkOpen(); err != nil {
+		tx.mu.Unlock()
+		return err
+	}
+	own := generation.Prefix(tx.gen)
+	want := map[string][]generation.Entry{} // key → the entries reading it
+	for _, e := range tx.entries {
+		if !strings.HasPrefix(e.Key, own) && !tx.refs.verified[e.Key] {
+			want[e.Key] = append(want[e.Key], e)
+		}
+	}
+	tx.mu.Unlock()
+	if len(want) == 0 {
+		return nil
+	}
+
+	sizes, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
+	if err != nil {
+		return fmt.Errorf("commit: verify referenced objects: %w", err)
+	}
+	var bad []string
+	var redo []reusedFile
+	unusable := map[string]bool{}
+	for key, es := range want {
+		size, found := sizes[key]
+		for _, e := range es {
+			var why string
+			switch {
+			case !found:
+				why = "missing"
+			case size < 0:
+				// The store did not say; existence is proven.
+			case e.Encoding == generation.EncodingNone && size != e.Size:
+				why = fmt.Sprintf("has %d bytes, the manifest says %d", size, e.Size)
+			case e.Encoding != generation.EncodingNone && size == 0 && e.Size > 0:
+				why = "is empty"
+			}
+			if why == "" {
+				continue
+			}
+			unusable[key] = true
+			tx.mu.Lock()
+			r, ok := tx.refs.local[e.Path]
+			tx.mu.Unlock()
+			if ok && r.entry == e {
+				tx.d.log.Warn("reused object is unusable; uploading the file again", "path", e.Path, "key", key, "problem", why)
+				redo = append(redo, r)
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s: object %s %s", e.Path, key, why))
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		if len(bad) > 10 {
+			bad = append(bad[:10], fmt.Sprintf("and %d more", len(bad)-10))
+		}
+		return fmt.Errorf("%w: %s", ErrMissingObject, strings.Join(bad, "; "))
+	}
+	if err := tx.reupload(ctx, redo); err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.refs.verified == nil {
+		tx.refs.verified = map[string]bool{}
+	}
+	for key := range want {
+		if !unusable[key] {
+			tx.refs.verified[key] = true
+		}
+	}
+	return nil
+}
+
+// reupload stages again, from their local files, reused files whose
+// objects turned out unusable.
+func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(tx.d.concurrency)
+	for _, r := range files {
+		e := r.entry
+		g.Go(func() error {
+			f, err := os.Open(r.local)
+			if err != nil {
+				return fmt.Errorf("commit: upload %q again: %w", e.Path, err)
+			}
+			defer f.Close()
+			if err := tx.Put(gctx, e.Path, f, e.Size); err != nil {
+				return err
+			}
+			tx.mu.Lock()
+			defer tx.mu.Unlock()
+			delete(tx.refs.local, e.Path)
+			tx.reused--
+			tx.refs.repaired++
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Repaired returns how many files matched the base generation but were
+// uploaded again because the object they would have reused was missing or
+// had the wrong size.
+func (tx *Tx) Repaired() int {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.refs.repaired
+}
+
+// noteReuse records that PutFile reused the base's entry for path, matched
+// against the local file.
+func (tx *Tx) noteReuse(e generation.Entry, local string) error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkOpen(); err != nil {
+		return err
+	}
+	if tx.refs.local == nil {
+		tx.refs.local = map[string]reusedFile{}
+	}
+	tx.refs.local[e.Path] = reusedFile{e, local}
+	tx.reused++
+	tx.entries[e.Path] = e
+	return nil
+}
+
+// statAll returns the stored size of each of keys that exists; see
+// VerifyReferences for the cost.
+func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]int64, error) {
+	slices.Sort(keys)
+	var mu sync.Mutex
+	found := make(map[string]int64, len(keys))
+	record := func(key string, size int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		found[key] = size
+	}
+	var heads []string // keys left to HEAD
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(d.concurrency)
+	after := "" // the key before this run, in the same generation, or ""
+	for i := 0; i < len(keys); {
+		prefix := generation.Prefix(generation.FromKey(keys[i]))
+		if !strings.HasPrefix(after, prefix) {
+			after = ""
+		}
+		j := i + 1
+		for j < len(keys) && j-i < store.MaxListPage && strings.HasPrefix(keys[j], prefix) {
+			j++
+		}
+		run, from := keys[i:j], after
+		if p, ok := justBefore(run[0]); ok && p > from {
+			from = p
+		}
+		i, after = j, keys[j-1]
+		if len(run) == 1 {
+			mu.Lock()
+			heads = append(heads, run[0])
+			mu.Unlock()
+			continue
+		}
+		g.Go(func() error {
+			rest, err := d.listRun(gctx, prefix, run, from, record)
+			mu.Lock()
+			defer mu.Unlock()
+			heads = append(heads, rest...)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(d.concurrency)
+	for _, key := range heads {
+		g.Go(func() error {
+			var a store.Attrs
+			err := retryRead(gctx, d.retry, func() (err error) {
+				a, err = d.s.Head(gctx, key)
+				return err
+			})
+			switch {
+			case errors.Is(err, store.ErrNotExist):
+				return nil
+			case err != nil:
+				return err
+			}
+			record(key, a.Size)
+			return nil
+		})
+	}
+	return found, g.Wait()
+}
+
+// listRun proves the keys of run, sorted and all under prefix, by listing
+// prefix from after, a key below run[0] or "". It records the size of each
+// key found and returns the keys left to HEAD.
+func (d *Dataset) listRun(ctx context.Context, prefix string, run []string, after string, record func(string, int64)) ([]string, error) {
+	for len(run) > 0 {
+		var page store.ListPage
+		err := retryRead(ctx, d.retry, func() (err error) {
+			page, err = d.s.List(ctx, store.ListRequest{Prefix: prefix, StartAfter: after})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		sizes := make(map[string]int64, len(page.Objects))
+		for _, o := range page.Objects {
+			sizes[o.Key] = o.Size
+		}
+		proved := len(run)
+		if page.Next != "" && len(page.Objects) > 0 {
+			// Only keys up to the page's last one are settled.
+			last := page.Objects[len(page.Objects)-1].Key
+			proved, _ = slices.BinarySearch(run, last)
+			if proved < len(run) && run[proved] == last {
+				proved++
+			}
+			after = last
+			if proved < len(run) {
+				if p, ok := justBefore(run[proved]); ok && p > after {
+					after = p // skip objects no reference needs
+				}
+			}
+		} else if page.Next != "" {
+			proved = 0
+		}
+		for _, key := range run[:proved] {
+			if size, ok := sizes[key]; ok {
+				record(key, size)
+			}
+		}
+		run = run[proved:]
+		if proved < minProvedPerPage {
+			return run, nil
+		}
+	}
+	return nil, nil
+}
+
+// justBefore returns a string below key that no other valid UTF-8 key lies
+// between, in practice: key with its last byte lowered by one and U+10FFFF
+// appended. Only for a key ending in an ASCII byte.
+func justBefore(key string) (string, bool) {
+	n := len(key)
+	if n == 0 || key[n-1] == 0 || key[n-1] >= 0x80 {
+		return "", false
+	}
+	return key[:n-1] + string(key[n-1]-1) + "\U0010FFFF", true
+}
