@@ -18,6 +18,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -35,6 +36,10 @@ type putOptions struct {
 	Fence       uint64
 	FenceLease  string
 	NoReuse     bool
+	// AllowEmpty, AllowUnchanged and MaxDelete guard against publishing
+	// what is most likely a mistake: see the help.
+	AllowEmpty, AllowUnchanged bool
+	MaxDelete                  string
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -50,6 +55,9 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
 	f.BoolVar(&o.NoReuse, "no-reuse", false, "upload every file, even one the current generation holds unchanged")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
+	f.BoolVar(&o.AllowEmpty, "allow-empty", false, "publish SRC even if it holds no files (the new generation is empty)")
+	f.BoolVar(&o.AllowUnchanged, "allow-unchanged", false, "commit even if SRC is exactly the current generation (default: say so and commit nothing)")
+	f.StringVar(&o.MaxDelete, "max-delete", "", "refuse to drop more than `N` files (or N% of them) of the current generation")
 }
 
 func newPutCommand(g *globalOptions) *cobra.Command {
@@ -87,6 +95,15 @@ paused until its lease was taken over, cannot commit (status 6). Tokens of
 different leases are never compared, and a put without a token is not
 fenced unless the dataset takes fenced writers only (see 'publish fences').
 
+Three guards refuse what is most likely a mistake, and write nothing: an
+SRC without files (an empty generation) unless --allow-empty; a put that
+would drop more of the current generation's files than --max-delete N (or
+N%) allows; and an SRC that is exactly the current generation (the same
+paths, sizes and sha256, every object still in the store), which prints
+"unchanged" and exits 0 without a commit unless --allow-unchanged. A put
+over a dataset whose objects were damaged is not "unchanged": it uploads
+those files again and commits, repairing it.
+
 The first commit of a dataset runs 'publish probe' first: put refuses to
 write to a store that ignores conditional writes. --probe checks on every
 put.
@@ -123,6 +140,9 @@ type putResult struct {
 	Bytes      int64  `json:"bytes"`
 	Fence      uint64 `json:"fence,omitempty"`
 	FenceLease string `json:"fence_lease,omitempty"`
+	// Unchanged: SRC was exactly the current generation, and nothing was
+	// committed; Seq and Generation name the current one.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 type srcFile struct {
@@ -147,10 +167,17 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if opts.Concurrency < 1 {
 		return usagef("--concurrency must be at least 1")
 	}
+	maxDelete, err := parseMaxDelete(opts.MaxDelete)
+	if err != nil {
+		return err
+	}
 	// Look at SRC before touching the store: a bad SRC writes nothing.
 	files, err := collect(opts.Src)
 	if err != nil {
 		return err
+	}
+	if len(files) == 0 && !opts.AllowEmpty {
+		return fmt.Errorf("SRC %s holds no files: publishing it would replace the dataset with an empty generation; pass --allow-empty if that is what you want", opts.Src)
 	}
 	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
 	if err != nil {
@@ -196,6 +223,15 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return probeError(opts.URL, err)
 		}
 	}
+	base, err := baseFiles(ctx, tx)
+	if err != nil {
+		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+		return describe(opts.URL, err)
+	}
+	if err := maxDelete.check(base, files); err != nil {
+		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+		return err
+	}
 	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
 
 	if err := stage(ctx, opts, tx, files, stderr); err != nil {
@@ -203,6 +239,18 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	}
 	if held != nil && !held.Held() {
 		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
+	}
+	if !opts.AllowUnchanged && tx.Base() != nil && tx.Reused() == len(files) && len(files) == len(base) {
+		// Every file matched the current generation. It is unchanged only
+		// if its objects are all still there: the check uploads the
+		// damaged ones again, and then the put commits, repairing it.
+		if err := tx.VerifyReferences(ctx); err != nil {
+			return discardStaged(ctx, tx, err, stderr)
+		}
+		if tx.Repaired() == 0 {
+			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			return reportUnchanged(stdout, opts, tx.Base(), files)
+		}
 	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
 	if err != nil {
@@ -399,4 +447,84 @@ func (o *putOptions) fenceFromEnv(cmd *cobra.Command) error {
 		return usagef("--fence-lease needs --fence")
 	}
 	return nil
+}
+
+// baseFiles returns the paths of the generation tx builds on, or nil for a
+// first commit.
+func baseFiles(ctx context.Context, tx *commit.Tx) (map[string]bool, error) {
+	if tx.Base() == nil {
+		return nil, nil
+	}
+	snap, err := tx.BaseSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(snap.Files()))
+	for _, e := range snap.Files() {
+		out[e.Path] = true
+	}
+	return out, nil
+}
+
+// reportUnchanged says that SRC is the current generation already.
+func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile) error {
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: len(files), Unchanged: true}
+	for _, f := range files {
+		res.Bytes += f.size
+	}
+	if opts.JSON {
+		return writeJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds these %d files, %s; nothing committed (--allow-unchanged commits anyway)\n",
+		res.Seq, res.Generation, res.Files, humanBytes(res.Bytes))
+	return nil
+}
+
+// maxDelete is --max-delete: at most n files, or pct percent of the
+// current generation's, may be dropped. The zero value allows any.
+type maxDelete struct {
+	set     bool
+	n       int
+	percent bool
+}
+
+func parseMaxDelete(v string) (maxDelete, error) {
+	if v == "" {
+		return maxDelete{}, nil
+	}
+	num, percent := strings.CutSuffix(v, "%")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || percent && n > 100 {
+		return maxDelete{}, usagef("--max-delete %q: want a number of files, or a percentage from 0%% to 100%%", v)
+	}
+	return maxDelete{set: true, n: n, percent: percent}, nil
+}
+
+// check refuses a put that drops more of base's files than allowed.
+func (m maxDelete) check(base map[string]bool, files []srcFile) error {
+	if !m.set || len(base) == 0 {
+		return nil
+	}
+	kept := 0
+	for _, f := range files {
+		if base[f.path] {
+			kept++
+		}
+	}
+	dropped := len(base) - kept
+	limit := m.n
+	if m.percent {
+		limit = len(base) * m.n / 100
+	}
+	if dropped > limit {
+		return fmt.Errorf("refusing to publish: it would drop %d of the current generation's %d files, more than --max-delete %s allows; nothing was written", dropped, len(base), m.String())
+	}
+	return nil
+}
+
+func (m maxDelete) String() string {
+	if m.percent {
+		return strconv.Itoa(m.n) + "%"
+	}
+	return strconv.Itoa(m.n)
 }
