@@ -48,6 +48,8 @@ type Tx struct {
 	// refSeq is the lowest seq of a non-base generation whose files this
 	// Tx references (KeepFrom), or 0.
 	refSeq uint64
+	// refPin holds the generation of refSeq for the commit (HoldPin).
+	refPin *Pin
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -114,7 +116,7 @@ func (tx *Tx) BaseSnapshot(ctx context.Context) (*Snapshot, error) {
 	if m == nil {
 		return nil, ErrNoCommits
 	}
-	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m}, nil
+	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m, sha: tx.base.ManifestSHA256}, nil
 }
 
 // Files returns the paths staged so far, sorted.

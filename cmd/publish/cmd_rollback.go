@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,10 +34,13 @@ log until the collector removes them.
 The new commit references the older generation's objects: nothing is
 copied, and a rollback costs one manifest whatever the size of the data.
 The older generation must still be retained (see 'publish gc --keep/--grace'
-and 'publish pin'). The collector publishes the lowest seq it keeps as the
-pointer's gc_floor before it deletes anything older; if a collection moves
-the floor past the older generation before the rollback commits, the
-commit is refused (status 6) and nothing changes.
+and 'publish pin'). Rollback pins it for the commit. The collector publishes
+the lowest seq of its retention window as the pointer's gc_floor before it
+deletes anything older; a generation below the floor is accepted only if
+another live pin held it when the rollback's pin was written (a pinned
+generation is kept below the floor). Otherwise, or if a collection moves
+the floor past the older generation before the rollback pinned it, the
+rollback is refused (status 6) and nothing changes.
 
 Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish rollback s3://bucket/daily --to 41
@@ -53,6 +57,10 @@ Like put, rollback exits with status 3 if another writer commits first.` + exitS
 	return cmd
 }
 
+// rollbackPinTTL is how long the pin that holds a rollback's target lasts
+// if the rollback dies before releasing it.
+const rollbackPinTTL = 15 * time.Minute
+
 func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) error {
 	if _, err := strconv.ParseUint(opts.To, 10, 64); err != nil && generation.Valid(opts.To) != nil {
 		return usagef("--to %q is neither a seq number nor a generation id", opts.To)
@@ -65,11 +73,22 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	// A pin holds the target for the commit: the collector keeps it, and
+	// the commit may then reference it even below the collector's floor.
+	pin, err := target.Pin(ctx, rollbackPinTTL, "rollback")
+	if errors.Is(err, commit.ErrCollected) {
+		err = fmt.Errorf("%w: %w", commit.ErrStale, err) // refused by the floor: status 6, as the commit guard
+	}
+	if err != nil {
+		return describe(opts.URL, err)
+	}
+	defer pin.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; it expires anyway
 	tx, err := d.Begin(ctx)
 	if err != nil {
 		return describe(opts.URL, err)
 	}
 	tx.KeepFrom(target)
+	tx.HoldPin(pin)
 	msg := opts.Message
 	if msg == "" {
 		msg = fmt.Sprintf("rollback to seq %d", target.Seq())
