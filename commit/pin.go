@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,10 +105,12 @@ func (s *Snapshot) Pin(ctx context.Context, ttl time.Duration, owner string) (*P
 }
 
 // heldElsewhere reports whether a pin of gen other than the key mine was
-// live at now, a store time read after mine was written. Such a pin was
-// live from when it was written until now (an expired pin cannot be
-// renewed), so every collector that could have removed gen saw it. It
-// costs one LIST of _pin/<gen>/.
+// live at now, a store time read after mine was written, or a tag other
+// than mine names gen. Such a pin was live from when it was written until
+// now (an expired pin cannot be renewed), and such a tag has named gen
+// since it was written, so every collector that could have removed gen saw
+// it. It costs one LIST of _pin/<gen>/, and when no pin holds gen, one LIST
+// of _tag/ and one GET per tag.
 func (d *Dataset) heldElsewhere(ctx context.Context, gen, mine string, now time.Time) (bool, error) {
 	if now.IsZero() {
 		return false, fmt.Errorf("commit: the store did not report its time; pins cannot be judged")
@@ -120,7 +123,11 @@ func (d *Dataset) heldElsewhere(ctx context.Context, gen, mine string, now time.
 			return true, nil
 		}
 	}
-	return false, nil
+	tags, err := d.Tags(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(tags, func(t *Tag) bool { return t.Generation == gen && TagKey(t.Name) != mine }), nil
 }
 
 // write stores the pin's body. A fresh renew id makes every write's body,
@@ -210,12 +217,13 @@ func (tx *Tx) confirmHold(ctx context.Context, next *pointer.Pointer) error {
 }
 
 // openPinned finds ref, a seq number or a generation id, among the
-// pinned generations, for OpenAt when the chain from the pointer is
-// broken. It costs one LIST of _pin/<gen>/ for a generation id, or of _pin/
-// (one page per 1,000 pins) for a seq, then one GET of a pin body per
-// pinned generation tried, and the manifest GET. The manifest is checked
-// against the sha256 the pin recorded. A ref that no pin names matches
-// ErrNotFound.
+// pinned and tagged generations, for OpenAt when the chain from the
+// pointer is broken. It costs one LIST of _pin/<gen>/ for a generation id,
+// or of _pin/ (one page per 1,000 pins) for a seq, then one GET of a pin
+// body per pinned generation tried, and the manifest GET; when no pin
+// names ref, one LIST of _tag/ and one GET per tag. The manifest is
+// checked against the sha256 the pin or tag recorded. A ref that no pin or
+// tag names matches ErrNotFound.
 func (d *Dataset) openPinned(ctx context.Context, cur *pointer.Pointer, ref string) (*Snapshot, error) {
 	prefix := PinDir
 	if generation.Valid(ref) == nil {
@@ -250,7 +258,16 @@ func (d *Dataset) openPinned(ctx context.Context, cur *pointer.Pointer, ref stri
 		}
 		return &Snapshot{d: d, Pointer: cur, Manifest: m, sha: b.ManifestSHA256}, nil
 	}
-	return nil, fmt.Errorf("%w: no pin names %s", ErrNotFound, ref)
+	tags, err := d.Tags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tags {
+		if t.Generation == ref || strconv.FormatUint(t.Seq, 10) == ref {
+			return d.openTag(ctx, cur, t.Name)
+		}
+	}
+	return nil, fmt.Errorf("%w: no pin or tag names %s", ErrNotFound, ref)
 }
 
 // readPinBody reads and decodes the body of the pin at key.

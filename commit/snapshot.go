@@ -11,6 +11,7 @@ import (
 	"io"
 	"iter"
 	"strconv"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -66,12 +67,17 @@ func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
 // OpenAt reads an older generation while it is retained (time travel). ref
 // is a seq number or a generation id; it is looked up by walking the parent
 // chain from the current pointer, one manifest GET per step. Where the
-// collector has removed a link of the chain, a pinned generation beyond it
-// is found through its pins (see openPinned for the cost).
+// collector has removed a link of the chain, a pinned or tagged generation
+// beyond it is found through its pins or tags (see openPinned for the
+// cost). A ref "tag:NAME" (TagRefPrefix) opens the generation the tag
+// names: one more GET of the tag and of its manifest.
 func (d *Dataset) OpenAt(ctx context.Context, ref string) (*Snapshot, error) {
 	cur, err := d.Open(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if name, ok := strings.CutPrefix(ref, TagRefPrefix); ok {
+		return d.openTag(ctx, cur.Pointer, name)
 	}
 	seq, serr := strconv.ParseUint(ref, 10, 64)
 	if serr != nil && generation.Valid(ref) != nil {
