@@ -101,7 +101,7 @@ func TestUsageErrors(t *testing.T) {
 		{"update without command", []string{"update", "mem://x", "k"}, exitUsage, "no command given"},
 		{"update of a reserved key", []string{"update", "mem://x", "_pointer", "--", "cat"}, exitUsage, "refuses"},
 		{"run without lease", []string{"run", "mem://x", "--", "true"}, exitUsage, `required flag(s) "lease"`},
-		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number nor a generation id"},
+		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number, a generation id nor tag:NAME"},
 		{"unpin of a non-pin key", []string{"unpin", "mem://x", "_pointer"}, exitUsage, "bad pin key"},
 		{"diff of nonsense", []string{"diff", "mem://x", "a", "b"}, exitUsage, "neither a seq number"},
 		{"lease status with bad name", []string{"lease", "status", "mem://x", "../x"}, exitUsage, "lease name"},

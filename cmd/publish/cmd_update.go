@@ -41,7 +41,7 @@ once, and should derive its output from its input only.
 
 Without KEY, the last path element of URL is the key:
 'publish update s3://b/state.json -- ...' updates the key state.json of the
-store s3://b. The dataset's own keys (_pointer, _gen/, _lease/, _pin/,
+store s3://b. The dataset's own keys (_pointer, _gen/, _lease/, _pin/, _tag/,
 _probe/) are refused. Before creating the object, update checks that the
 store enforces conditional writes (see 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and
 0 when it does not (its stdin is then empty). If CMD fails, nothing is
@@ -79,7 +79,7 @@ back; if that is impossible too, the exit status is 5.` + exitStatus(exitOK, exi
 }
 
 // reservedKeys are the first key segments of a dataset's own objects.
-var reservedKeys = []string{"_pointer", "_gen", "_lease", "_pin", "_probe"}
+var reservedKeys = []string{"_pointer", "_gen", "_lease", "_pin", "_tag", "_probe"}
 
 // splitObjectURL splits the URL of an object into the URL of its store and
 // its key: s3://b/dir/state.json becomes s3://b/dir and state.json.
