@@ -48,7 +48,10 @@ const maxCASRetries = 8
 // On success it returns the pointer as written. If another writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
-// is deleted. After Commit returns, the Tx cannot be used again.
+// is deleted. A commit that references a generation below the collector's
+// floor under HoldPin, whose pin cannot be proven live after the write
+// landed, returns the pointer as written together with an error matching
+// ErrCollected. After Commit returns, the Tx cannot be used again.
 func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
 	if err := tx.VerifyReferences(ctx); err != nil {
 		tx.mu.Lock()
@@ -119,7 +122,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	}
 	cur, etag := tx.base, tx.baseETag
 	for attempt := 0; ; attempt++ {
-		if err := tx.guard(cur, opts.Fence, opts.FenceLease); err != nil {
+		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
@@ -131,7 +134,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		if werr == nil {
-			return next, nil
+			return next, tx.confirmHold(ctx, next)
 		}
 		// Whatever the error, the write may have landed (a lost response,
 		// or an SDK retry that hit our own write and got 412). Read back.
@@ -159,7 +162,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		switch o {
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
-			return next, nil
+			return next, tx.confirmHold(ctx, next)
 		case lost:
 			winner := tx.winner
 			tx.discardQuietly(ctx)
@@ -251,7 +254,7 @@ func (tx *Tx) whyMissing(ctx context.Context, missing error, opts CommitOptions)
 	if err != nil {
 		return missing
 	}
-	if gerr := tx.guard(cur, opts.Fence, opts.FenceLease); gerr != nil {
+	if gerr := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); gerr != nil {
 		return fmt.Errorf("%w (%w)", gerr, missing)
 	}
 	if tx.base == nil || cur.Seq <= tx.base.Seq {
@@ -266,8 +269,9 @@ func (tx *Tx) whyMissing(ctx context.Context, missing error, opts CommitOptions)
 }
 
 // guard applies the collector-horizon, fencing and collector-floor checks
-// against the newest pointer seen.
-func (tx *Tx) guard(cur *pointer.Pointer, fence uint64, lease string) error {
+// against the newest pointer seen. A reference below the floor passes only
+// under a live pin (HoldPin); Commit confirms the pin after the write.
+func (tx *Tx) guard(ctx context.Context, cur *pointer.Pointer, fence uint64, lease string) error {
 	if cur == nil {
 		return nil
 	}
@@ -279,6 +283,14 @@ func (tx *Tx) guard(cur *pointer.Pointer, fence uint64, lease string) error {
 		return err
 	}
 	if tx.refSeq != 0 && tx.refSeq < cur.GCFloor {
+		if tx.holds() {
+			_, err := tx.refPin.live(ctx)
+			if err == nil {
+				return nil
+			}
+			return fmt.Errorf("%w: generation %s references objects of seq %d, below the collector's floor %d, and the pin that holds it is not live: %w",
+				ErrStale, tx.gen, tx.refSeq, cur.GCFloor, err)
+		}
 		return fmt.Errorf("%w: generation %s references objects of seq %d, below the collector's floor %d",
 			ErrStale, tx.gen, tx.refSeq, cur.GCFloor)
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"iter"
 	"strconv"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -28,6 +29,10 @@ type Snapshot struct {
 	// current one when the snapshot was opened.
 	Pointer  *pointer.Pointer
 	Manifest *generation.Manifest
+	// sha is the sha256 of the manifest's stored bytes, as recorded by
+	// whoever named it (the pointer, a child manifest or a pin); a pin
+	// records it so that the generation stays verifiable off the chain.
+	sha string
 }
 
 // Generation returns the snapshot's generation id.
@@ -56,31 +61,46 @@ func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
 	if m.Seq != p.Seq {
 		return nil, fmt.Errorf("%w: pointer seq %d, manifest seq %d", generation.ErrCorrupt, p.Seq, m.Seq)
 	}
-	return &Snapshot{d: d, Pointer: p, Manifest: m}, nil
+	return &Snapshot{d: d, Pointer: p, Manifest: m, sha: p.ManifestSHA256}, nil
 }
 
 // OpenAt reads an older generation while it is retained (time travel). ref
 // is a seq number or a generation id; it is looked up by walking the parent
-// chain from the current pointer, one manifest GET per step.
+// chain from the current pointer, one manifest GET per step. Where the
+// collector has removed a link of the chain, a pinned or tagged generation
+// beyond it is found through its pins or tags (see openPinned for the
+// cost). A ref "tag:NAME" (TagRefPrefix) opens the generation the tag
+// names: one more GET of the tag and of its manifest.
 func (d *Dataset) OpenAt(ctx context.Context, ref string) (*Snapshot, error) {
 	cur, err := d.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if name, ok := strings.CutPrefix(ref, TagRefPrefix); ok {
+		return d.openTag(ctx, cur.Pointer, name)
+	}
 	seq, serr := strconv.ParseUint(ref, 10, 64)
 	if serr != nil && generation.Valid(ref) != nil {
 		return nil, fmt.Errorf("commit: %q is neither a seq number nor a generation id", ref)
 	}
+	sha := cur.sha // of the manifest History yields next
 	for m, err := range d.History(ctx, cur) {
+		if errors.Is(err, ErrCollected) {
+			snap, perr := d.openPinned(ctx, cur.Pointer, ref)
+			if perr == nil || !errors.Is(perr, ErrNotFound) {
+				return snap, perr
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("commit: looking for %s: %w", ref, err)
 		}
 		if (serr == nil && m.Seq == seq) || m.Generation == ref {
-			return &Snapshot{d: d, Pointer: cur.Pointer, Manifest: m}, nil
+			return &Snapshot{d: d, Pointer: cur.Pointer, Manifest: m, sha: sha}, nil
 		}
 		if serr == nil && m.Seq < seq {
 			break
 		}
+		sha = m.ParentManifestSHA256
 	}
 	return nil, fmt.Errorf("%w: %s is not in the history of %s", ErrNotFound, ref, pointer.Key)
 }

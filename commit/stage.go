@@ -53,6 +53,8 @@ type Tx struct {
 	// an object another Put staged.
 	keys map[string]bool
 	refs refState
+	// refPin holds the generation of refSeq for the commit (HoldPin).
+	refPin *Pin
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -123,7 +125,7 @@ func (tx *Tx) BaseSnapshot(ctx context.Context) (*Snapshot, error) {
 	if m == nil {
 		return nil, ErrNoCommits
 	}
-	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m}, nil
+	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m, sha: tx.base.ManifestSHA256}, nil
 }
 
 // Files returns the paths staged so far, sorted.

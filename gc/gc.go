@@ -164,6 +164,8 @@ type runner struct {
 	// expiry is judged at (see listPins).
 	pins   []store.Object
 	pinsAt time.Time
+	// tagged counts the tags per generation, read with pins.
+	tagged map[string]int
 	// renewed is when the lease was last renewed (monotonic), for refresh.
 	renewed time.Time
 }

@@ -421,9 +421,11 @@ func (r *runner) prefetch(ctx context.Context) error {
 	return g.Wait()
 }
 
-// listPins lists _pin/, returning the number of unexpired pins per
-// generation and recording the expired ones in the plan. A pin expires when
-// its age in the store's clock reaches its TTL.
+// listPins lists _pin/, returning the number of unexpired pins and tags
+// per generation and recording the expired pins in the plan. A pin expires
+// when its age in the store's clock reaches its TTL; a tag holds its
+// generation until it is deleted or moved. Tags are read with the pins
+// (one LIST of _tag/ and one GET per tag).
 //
 // The listing is read once per run, and again after newPinOnCandidate
 // drops it: a plan made again because a commit beat the horizon CAS reuses
@@ -443,8 +445,17 @@ func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) 
 			}
 			r.pins = append(r.pins, o)
 		}
+		tagged, err := commit.TaggedGenerations(ctx, r.s)
+		if err != nil {
+			r.pins = nil
+			return nil, err
+		}
+		r.tagged = tagged
 	}
-	pinned := map[string]int{}
+	pinned := maps.Clone(r.tagged)
+	if pinned == nil {
+		pinned = map[string]int{}
+	}
 	bad := 0
 	for _, o := range r.pins {
 		gen, ttl, err := commit.ParsePinKey(o.Key)

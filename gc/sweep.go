@@ -144,7 +144,7 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 // uploads, nor a dataset those of another nested under its prefix. The
 // pointer's own prefix reaches, on fs, the temp files beside it and none
 // below (see fs.Store.SweepLeftovers).
-var leftoverPrefixes = []string{generation.Dir, commit.PinDir, leaseDir, pointer.Key}
+var leftoverPrefixes = []string{generation.Dir, commit.PinDir, commit.TagDir, leaseDir, pointer.Key}
 
 // sweepLeftovers asks the driver to remove the pieces of writes that were
 // interrupted more than the orphan age ago (temp files, incomplete

@@ -104,7 +104,7 @@ func TestUsageErrors(t *testing.T) {
 		{"update of a reserved key", []string{"update", "mem://x", "_pointer", "--", "cat"}, exitUsage, "refuses"},
 		{"run without lease", []string{"run", "mem://x", "--", "true"}, exitUsage, `required flag(s) "lease"`},
 		{"run with a grace that does not fit the TTL", []string{"run", "--lease", "job", "--ttl", "3s", "--grace", "1.3s", "mem://x", "--", "true"}, exitUsage, "--grace 1.3s does not fit --ttl 3s; use --grace 1.2s or less"},
-		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number nor a generation id"},
+		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number, a generation id nor tag:NAME"},
 		{"unpin of a non-pin key", []string{"unpin", "mem://x", "_pointer"}, exitUsage, "bad pin key"},
 		{"diff of nonsense", []string{"diff", "mem://x", "a", "b"}, exitUsage, "neither a seq number"},
 		{"lease status with bad name", []string{"lease", "status", "mem://x", "../x"}, exitUsage, "lease name"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -23,13 +22,14 @@ func newDiffCommand(g *globalOptions) *cobra.Command {
 		Use:   "diff URL A [B]",
 		Short: "Compare two snapshots",
 		Long: `Diff compares the snapshots A and B of the dataset, each named by a seq
-number or a generation id; B defaults to the current snapshot. It compares
+number, a generation id or tag:NAME; B defaults to the current snapshot. It compares
 manifests only (paths, sizes and sha256), so it reads no data.
 
 Each line is "+ path" (only in B), "- path" (only in A) or "M path" (content
 changed), with sizes. The exit status does not depend on whether the
 snapshots differ.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish diff s3://bucket/daily 41
+  publish diff s3://bucket/daily tag:release-2026-11-24
   publish diff --json s3://bucket/daily 40 41`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,8 +62,8 @@ func runDiff(ctx context.Context, opts diffOptions, stdout, _ io.Writer) error {
 		if ref == "" {
 			continue
 		}
-		if _, err := strconv.ParseUint(ref, 10, 64); err != nil && generation.Valid(ref) != nil {
-			return usagef("%q is neither a seq number nor a generation id", ref)
+		if err := checkRef(ref); err != nil {
+			return err
 		}
 	}
 	d, err := opts.openDataset(ctx, opts.URL)

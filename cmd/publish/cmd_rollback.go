@@ -6,27 +6,28 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/generation"
 )
 
 type rollbackOptions struct {
 	*globalOptions
 	URL     string
 	To      string
+	Tag     string
 	Message string
 }
 
 func newRollbackCommand(g *globalOptions) *cobra.Command {
 	opts := rollbackOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "rollback URL --to SEQ|GEN",
+		Use:   "rollback URL --to SEQ|GEN|tag:NAME",
 		Short: "Commit a retained generation's files again, as a new generation",
 		Long: `Rollback makes a new commit whose files are those of a retained older
-generation, named by seq number or generation id. History is not rewritten:
+generation, named by seq number, generation id or tag (--tag NAME). History is not rewritten:
 the new commit has the next seq, and the generations in between stay in the
 log until the collector removes them.
 
@@ -36,13 +37,17 @@ It first proves that those objects still exist (about one LIST request per
 1,000 files); if one is missing or damaged, the rollback fails, naming it,
 and nothing changes.
 The older generation must still be retained (see 'publish gc --keep/--grace'
-and 'publish pin'). The collector publishes the lowest seq it keeps as the
-pointer's gc_floor before it deletes anything older; if a collection moves
-the floor past the older generation before the rollback commits, the
-commit is refused (status 6) and nothing changes.
+and 'publish pin'). Rollback pins it for the commit. The collector publishes
+the lowest seq of its retention window as the pointer's gc_floor before it
+deletes anything older; a generation below the floor is accepted only if
+another live pin held it when the rollback's pin was written (a pinned
+generation is kept below the floor). Otherwise, or if a collection moves
+the floor past the older generation before the rollback pinned it, the
+rollback is refused (status 6) and nothing changes.
 
 Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish rollback s3://bucket/daily --to 41
+  publish rollback s3://bucket/daily --tag release-2026-11-24
   publish rollback file:///srv/datasets/app --to 0190f0e4-7b7c-7c3e-9a4e-2f1d7a9c1b2e -m "bad release"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -50,15 +55,24 @@ Like put, rollback exits with status 3 if another writer commits first.` + exitS
 			return runRollback(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&opts.To, "to", "", "the seq number or generation id to roll back to (required)")
+	cmd.Flags().StringVar(&opts.To, "to", "", "the seq number, generation id or tag:NAME to roll back to")
 	cmd.Flags().StringVarP(&opts.Message, "message", "m", "", "commit message (default: \"rollback to seq N\")")
-	cmd.MarkFlagRequired("to") //nolint:errcheck // the flag exists
+	cmd.Flags().StringVar(&opts.Tag, "tag", "", "the tag naming the generation to roll back to")
+	cmd.MarkFlagsOneRequired("to", "tag")
+	cmd.MarkFlagsMutuallyExclusive("to", "tag")
 	return cmd
 }
 
+// rollbackPinTTL is how long the pin that holds a rollback's target lasts
+// if the rollback dies before releasing it.
+const rollbackPinTTL = 15 * time.Minute
+
 func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) error {
-	if _, err := strconv.ParseUint(opts.To, 10, 64); err != nil && generation.Valid(opts.To) != nil {
-		return usagef("--to %q is neither a seq number nor a generation id", opts.To)
+	if opts.Tag != "" {
+		opts.To = commit.TagRefPrefix + opts.Tag
+	}
+	if err := checkRef(opts.To); err != nil {
+		return err
 	}
 	d, err := opts.openDataset(ctx, opts.URL)
 	if err != nil {
@@ -68,11 +82,22 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	// A pin holds the target for the commit: the collector keeps it, and
+	// the commit may then reference it even below the collector's floor.
+	pin, err := target.Pin(ctx, rollbackPinTTL, "rollback")
+	if errors.Is(err, commit.ErrCollected) {
+		err = fmt.Errorf("%w: %w", commit.ErrStale, err) // refused by the floor: status 6, as the commit guard
+	}
+	if err != nil {
+		return describe(opts.URL, err)
+	}
+	defer pin.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort; it expires anyway
 	tx, err := d.Begin(ctx)
 	if err != nil {
 		return describe(opts.URL, err)
 	}
 	tx.KeepFrom(target)
+	tx.HoldPin(pin)
 	msg := opts.Message
 	if msg == "" {
 		msg = fmt.Sprintf("rollback to seq %d", target.Seq())

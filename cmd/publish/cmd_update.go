@@ -46,8 +46,8 @@ once, and should derive its output from its input only.
 Without KEY, the last path element of URL is the key:
 'publish update s3://b/state.json -- ...' updates the key state.json of the
 store s3://b. A key or URL path with a segment named like a dataset's own
-objects (_pointer, _gen, _lease, _pin or _probe) is refused, wherever the
-segment is: a dataset may live under any prefix. Before creating the
+objects (_pointer, _gen, _lease, _pin, _tag or _probe) is refused, wherever
+the segment is: a dataset may live under any prefix. Before creating the
 object, update checks that the store enforces conditional writes (see
 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
 when it does not (its stdin is then empty). If CMD fails on its first run,
@@ -94,6 +94,7 @@ var reservedKeys = []string{
 	strings.TrimSuffix(generation.Dir, "/"),
 	strings.TrimSuffix(lease.Dir, "/"),
 	strings.TrimSuffix(commit.PinDir, "/"),
+	strings.TrimSuffix(commit.TagDir, "/"),
 	strings.TrimSuffix(store.ProbePrefix, "/"),
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -132,12 +133,29 @@ func describe(rawURL string, err error) error {
 type refFlags struct {
 	Seq uint64
 	Gen string
+	Tag string
 }
 
 func (r *refFlags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().Uint64Var(&r.Seq, "seq", 0, "read the retained snapshot with this seq instead of the current one")
 	cmd.Flags().StringVar(&r.Gen, "gen", "", "read the retained snapshot of this generation instead of the current one")
-	cmd.MarkFlagsMutuallyExclusive("seq", "gen")
+	cmd.Flags().StringVar(&r.Tag, "tag", "", "read the snapshot this tag names instead of the current one")
+	cmd.MarkFlagsMutuallyExclusive("seq", "gen", "tag")
+}
+
+// checkRef checks a reference to a snapshot given as an argument: a seq
+// number, a generation id or tag:NAME.
+func checkRef(ref string) error {
+	if name, ok := strings.CutPrefix(ref, commit.TagRefPrefix); ok {
+		if err := commit.ValidTagName(name); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+	if _, err := strconv.ParseUint(ref, 10, 64); err != nil && generation.Valid(ref) != nil {
+		return usagef("%q is neither a seq number, a generation id nor tag:NAME", ref)
+	}
+	return nil
 }
 
 // ref returns the reference OpenAt takes, or "" for the current snapshot.
@@ -150,6 +168,11 @@ func (r refFlags) ref() (string, error) {
 			return "", &usageError{err}
 		}
 		return r.Gen, nil
+	case r.Tag != "":
+		if err := commit.ValidTagName(r.Tag); err != nil {
+			return "", &usageError{err}
+		}
+		return commit.TagRefPrefix + r.Tag, nil
 	}
 	return "", nil
 }
