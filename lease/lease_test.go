@@ -84,6 +84,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = pending
 }
 
+// hasTimerAt reports whether a timer waits to fire at exactly at.
+func (c *fakeClock) hasTimerAt(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
 // timers returns how many timers wait, and when the earliest fires.
 func (c *fakeClock) timers() (n int, next time.Time) {
 	c.mu.Lock()
@@ -626,23 +638,33 @@ func TestKeepAlive(t *testing.T) {
 	s := mem.New()
 	c := store.Count(s)
 	ctx := context.Background()
-	a, err := lease.TryAcquire(ctx, c, "x", opts("a", 300*time.Millisecond))
+	local := newFakeClock()
+	o := opts("a", 3*time.Second)
+	o.Clock = local
+	a, err := lease.TryAcquire(ctx, c, "x", o)
 	require.NoError(t, err)
 	first := a.Deadline()
 	a.KeepAlive(ctx)
 	a.KeepAlive(ctx) // no second goroutine
-	time.Sleep(time.Second)
+	puts := func() int64 { return c.Counts()[store.OpPut] }
+	start := puts()
+	for i := int64(1); i <= 6; i++ {
+		// The keeper renews every TTL/3 of the holder's clock.
+		require.Eventually(t, func() bool { return local.hasTimerAt(local.Now().Add(time.Second)) }, 10*time.Second, time.Millisecond, "renewal %d armed", i)
+		local.Advance(time.Second)
+		require.Eventually(t, func() bool { return puts() >= start+i }, 10*time.Second, time.Millisecond, "renewal %d sent", i)
+	}
+	require.Eventually(t, func() bool { return a.Deadline().Equal(first.Add(6 * time.Second)) }, 10*time.Second, time.Millisecond,
+		"each renewal moves the deadline to its send time + TTL - margin")
 	assert.True(t, a.Held())
 	assert.False(t, isClosed(a.Done()))
-	assert.True(t, a.Deadline().After(first.Add(600*time.Millisecond)))
-	puts := c.Counts()[store.OpPut]
-	assert.GreaterOrEqual(t, puts, int64(6), "renewed about every TTL/3")
-	assert.LessOrEqual(t, puts, int64(11))
+	assert.Equal(t, start+6, puts(), "one renewal per TTL/3: one keeper")
 	require.NoError(t, a.Release(ctx))
 	assert.True(t, isClosed(a.Done()))
-	n := c.Counts()[store.OpPut]
-	time.Sleep(250 * time.Millisecond)
-	assert.Equal(t, n, c.Counts()[store.OpPut], "no renewals after release")
+	n := puts()
+	local.Advance(10 * time.Second)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, n, puts(), "no renewals after release")
 }
 
 // TestPausedHolder: a holder whose renewals cannot get through finds Done

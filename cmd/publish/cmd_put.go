@@ -249,7 +249,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		if tx.Repaired() == 0 {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-			return reportUnchanged(stdout, opts, tx.Base(), files)
+			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease)
 		}
 	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
@@ -467,8 +467,10 @@ func baseFiles(ctx context.Context, tx *commit.Tx) (map[string]bool, error) {
 }
 
 // reportUnchanged says that SRC is the current generation already.
-func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile) error {
-	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: len(files), Unchanged: true}
+// A fencing token was registered all the same.
+func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile, fence uint64, fenceLease string) error {
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: len(files), Unchanged: true,
+		Fence: fence, FenceLease: fenceLease}
 	for _, f := range files {
 		res.Bytes += f.size
 	}

@@ -310,7 +310,10 @@ func TestCrashGC(t *testing.T) {
 				return url, s
 			}
 			args := func(url string) []string {
-				return []string{"gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", "--lease-ttl", "500ms", url}
+				// The lease must outlive a renewal's round trip on a loaded
+				// machine; a killed collector's lease then blocks the next
+				// run for TTL + 1 s, which the loop below waits out.
+				return []string{"gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", "--lease-ttl", "3s", url}
 			}
 			rnd := rand.New(rand.NewPCG(seed(t, 12), 0))
 			cal := 0
@@ -349,9 +352,10 @@ func TestCrashGC(t *testing.T) {
 					time.Sleep(1100 * time.Millisecond)
 				}
 				var out string
-				for try := 0; ; try++ { // a killed collector's lease expires after TTL + 1 s
+				// A killed collector's lease expires after TTL + 1 s.
+				for giveUp := time.Now().Add(30 * time.Second); ; {
 					out, code = tg.run(t, args(url)...)
-					if code != 4 || try == 20 {
+					if code != 4 || time.Now().After(giveUp) {
 						break
 					}
 					time.Sleep(200 * time.Millisecond)
