@@ -187,6 +187,12 @@ func (r *runner) run(ctx context.Context) (err error) {
 		}
 	}()
 
+	if !r.o.DryRun {
+		// A dry run writes nothing, so it has nothing to fence.
+		if err := r.register(ctx); err != nil {
+			return err
+		}
+	}
 	var p *plan
 	for attempt := 1; ; attempt++ {
 		if p, err = r.plan(ctx); err != nil {
