@@ -95,8 +95,9 @@
 //     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
 //     manifest it needs is unreadable or corrupt; nothing was deleted;
 //   - an error matching ErrBusy when commits landed between its reading of
-//     the pointer and its compare-and-swap in every one of 8 plans (on a
-//     dataset that commits many times a second); nothing was deleted;
+//     the pointer and its compare-and-swap in every one of 8 plans, or of
+//     8 registrations of its lease token (on a dataset that commits many
+//     times a second); nothing was deleted;
 //   - an error matching lease.ErrLost when the lease was lost mid-run, or
 //     when the pointer registers a collection with a higher lease token;
 //     the collection stopped before its next delete request;
