@@ -5,7 +5,11 @@
 // One call to Run is one collection:
 //
 //  1. Try-acquire the lease "gc". If another collector holds it, Run does
-//     nothing and returns its *lease.HeldError.
+//     nothing and returns its *lease.HeldError. Then, unless it is a dry
+//     run, register the lease token as the pointer's gc_token with a
+//     compare-and-swap, before planning and whether or not anything will
+//     be deleted. It fences former holders (see Guarantees). A dataset
+//     without a pointer has nothing to register.
 //  2. Read the pointer, list _gen/, and read the manifests the listing
 //     shows, 16 at a time. Then walk the parent chain from the pointer,
 //     verifying each link against the sha256 its child recorded. Anything
@@ -27,10 +31,8 @@
 //     lowest seq still retained as a window from the current generation,
 //     so that no rollback can commit a reference to a generation being
 //     removed. If a commit lands meanwhile, the CAS fails and the
-//     collector plans again. The same CAS registers the collector's lease
-//     token as the pointer's gc_token; a run that will delete anything
-//     makes it even when neither the horizon nor the floor moves. It
-//     fences former holders (see Guarantees).
+//     collector plans again. The CAS carries the token registered in
+//     step 1.
 //  7. Delete the unmarked keys of the candidates with DeleteMany, at most
 //     1000 keys per request, each generation's manifest after its data
 //     objects, renewing the lease before every request.
@@ -65,14 +67,13 @@
 //   - Only one collector works at a time. A collector that cannot renew its
 //     lease stops before its next request that deletes anything.
 //   - A collector that lost its lease changes nothing once the new holder
-//     has registered its token, which it does before it deletes anything
-//     (I6): the registration changes the pointer's ETag, so a former
-//     holder's CAS still in flight fails, and a former holder that reads
-//     a pointer registering a higher token than its own stops. Such a
-//     write can still land before the registration (it then counts as
-//     made before the takeover: the new holder plans from it), or while
-//     every later run deletes nothing and so registers nothing; it only
-//     moves the horizon and floor forward.
+//     has registered its token, which every run does before it plans, even
+//     one that deletes nothing (I6): the registration changes the
+//     pointer's ETag, so a former holder's CAS still in flight fails, and
+//     a former holder that reads a pointer registering a higher token than
+//     its own stops. Such a write can land only before the registration;
+//     it then counts as made before the takeover (the new holder plans
+//     from it), and it only moves the horizon and floor forward.
 //   - A dry run writes nothing but its own lease.
 //
 // The grace runs from the Last-Modified of the successor's manifest, which
@@ -94,8 +95,9 @@
 //     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
 //     manifest it needs is unreadable or corrupt; nothing was deleted;
 //   - an error matching ErrBusy when commits landed between its reading of
-//     the pointer and its compare-and-swap in every one of 8 plans (on a
-//     dataset that commits many times a second); nothing was deleted;
+//     the pointer and its compare-and-swap in every one of 8 plans, or of
+//     8 registrations of its lease token (on a dataset that commits many
+//     times a second); nothing was deleted;
 //   - an error matching lease.ErrLost when the lease was lost mid-run, or
 //     when the pointer registers a collection with a higher lease token;
 //     the collection stopped before its next delete request;
@@ -122,8 +124,10 @@
 // for the first collected link), one GET per pinned generation outside the
 // chain and per orphan that got as far as its manifest, one LIST page per
 // 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted keys,
-// and a lease PUT before each of them, plus one pointer PUT (horizon,
-// floor and token) before the first delete; on S3, four more LISTs for
+// and a lease PUT before each of them, plus one pointer GET and PUT to
+// register the lease token (every run but a dry run, even one that
+// deletes nothing) and one pointer PUT (horizon and floor) before the
+// first delete when either moves; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not
 // with the length of history. The manifest GETs run 16 at a time.

@@ -58,9 +58,10 @@ const releaseTimeout = 10 * time.Second
 // generation.ErrCorrupt. Nothing was deleted.
 var ErrRefused = errors.New("gc: refusing to collect")
 
-// ErrBusy is matched by the error of a run that could not publish its
-// horizon because commits kept landing between its reading of the pointer
-// and its compare-and-swap, maxPlans times in a row. Nothing was deleted;
+// ErrBusy is matched by the error of a run that could not register its
+// lease token or publish its horizon because commits kept landing between
+// its reading of the pointer and its compare-and-swap, maxPlans times in a
+// row. Nothing was deleted;
 // run again later.
 var ErrBusy = errors.New("gc: the dataset is too busy to collect now; try again later")
 
@@ -187,6 +188,12 @@ func (r *runner) run(ctx context.Context) (err error) {
 		}
 	}()
 
+	if !r.o.DryRun {
+		// A dry run writes nothing, so it has nothing to fence.
+		if err := r.register(ctx); err != nil {
+			return err
+		}
+	}
 	var p *plan
 	for attempt := 1; ; attempt++ {
 		if p, err = r.plan(ctx); err != nil {

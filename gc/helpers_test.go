@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -143,6 +144,28 @@ func objects(t testing.TB, s store.Store) map[string]string {
 		}
 	}
 	return out
+}
+
+// objectsButPointer is objects without the pointer, which a collection
+// rewrites to register its lease token even when it changes nothing else.
+func objectsButPointer(t testing.TB, s store.Store) map[string]string {
+	t.Helper()
+	out := objects(t, s)
+	delete(out, pointer.Key)
+	return out
+}
+
+// registeredOnly asserts that the pointer in s is before but for the
+// lease token a collection registered (and the fields every rewrite
+// renews): what a run that finds nothing to do, or refuses, leaves.
+func registeredOnly(t testing.TB, s store.Store, before *pointer.Pointer) {
+	t.Helper()
+	after, _, err := pointer.Read(context.Background(), s)
+	require.NoError(t, err)
+	assert.Greater(t, after.GCToken, before.GCToken, "the run registered its lease token")
+	got := *after
+	got.GCToken, got.WriteID, got.GCCommittedAt = before.GCToken, before.WriteID, before.GCCommittedAt
+	assert.Equal(t, *before, got, "nothing but the lease token changed in the pointer")
 }
 
 // keysUnder lists the keys under prefix as a set.

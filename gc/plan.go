@@ -59,8 +59,8 @@ type plan struct {
 	// newest object was modified at or before it is an orphan. It is the
 	// horizon published before orphans are deleted.
 	cutoff time.Time
-	// needHorizon: the plan must publish its horizon, floor and lease
-	// token by a CAS of the pointer before it deletes anything.
+	// needHorizon: the plan must publish its horizon and floor by a CAS
+	// of the pointer before it deletes anything.
 	needHorizon bool
 	// horizon is the pointer's gc_horizon once the plan is carried out.
 	horizon time.Time
@@ -290,9 +290,6 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	}
 	if len(p.deleted) > 0 && ptr.GCFloor < p.floor {
 		p.needHorizon = true
-	}
-	if len(p.del) > 0 && ptr.GCToken < r.lease.Token() {
-		p.needHorizon = true // register the token before deleting
 	}
 	return p, nil
 }

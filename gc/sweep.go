@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -23,48 +25,93 @@ const leaseDir = lease.Dir
 // longer than this, so it is long (see lease.CleanupEpochs).
 const MinEpochAge = time.Hour
 
-// readBackTimeout bounds the pointer read that settles an ambiguous horizon
+// readBackTimeout bounds the pointer read that settles an ambiguous pointer
 // write; it runs even when the caller's context is done.
 const readBackTimeout = 30 * time.Second
 
 // publishHorizon moves the pointer's gc_horizon to the plan's cutoff and
-// its gc_floor to the plan's floor, and registers the lease's token as
-// gc_token, with a compare-and-swap against the pointer the plan was made
-// from. It returns false, and no error, when the pointer changed
-// meanwhile: the caller plans again, because a generation the plan took
-// for an orphan may have been committed, or a newer collector may have
-// registered (see fenced).
-//
-// The token makes the CAS fenced: once a collection has registered, the
-// pointer's ETag has changed under every write a former holder still has
-// in flight, and a former holder that reads the pointer again stops.
+// its gc_floor to the plan's floor, with a compare-and-swap against the
+// pointer the plan was made from. It returns false, and no error, when the
+// pointer changed meanwhile: the caller plans again, because a generation
+// the plan took for an orphan may have been committed, or a newer
+// collector may have registered (see fenced). The run registered its
+// lease token before planning (see register); the CAS carries it.
 func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 	next := *p.ptr
 	next.GCHorizon = p.horizon
 	next.GCFloor = max(p.ptr.GCFloor, p.floor)
 	next.GCToken = r.lease.Token() // not lower than p.ptr.GCToken: see fenced
 	next.GCCommittedAt = p.committedAt
-	_, werr := pointer.Write(ctx, r.s, &next, p.etag)
-	if werr == nil {
+	ok, err := r.casPointer(ctx, p.ptr, p.etag, &next, "publish horizon")
+	if ok {
 		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq)
+	}
+	return ok, err
+}
+
+// register writes the lease's token into the pointer as gc_token, with a
+// compare-and-swap, before the run plans. The registration changes the
+// pointer's ETag, so every pointer write that a former holder still has
+// in flight fails its If-Match, whatever this run goes on to do: a
+// collector that lost its lease changes nothing (I6). A dataset without a
+// pointer has nothing to register; a pointer that registers a higher
+// token stops the run (fenced). A commit that lands between the read and
+// the CAS makes it read and try again, at most maxPlans times.
+func (r *runner) register(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		ptr, attrs, err := pointer.Read(ctx, r.s)
+		if errors.Is(err, store.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
+		}
+		if err := r.fenced(ptr); err != nil {
+			return err
+		}
+		if ptr.GCToken == r.lease.Token() {
+			return nil
+		}
+		next := *ptr
+		next.GCToken = r.lease.Token()
+		next.GCCommittedAt = ptr.CommittedAtServer(attrs.LastModified)
+		ok, err := r.casPointer(ctx, ptr, attrs.ETag, &next, "register lease token")
+		if err != nil || ok {
+			return err
+		}
+		if attempt == maxPlans {
+			return fmt.Errorf("%w: the pointer changed under every one of %d registrations of lease %q token %d", ErrBusy, attempt, LeaseName, r.lease.Token())
+		}
+		r.log.Debug("gc: the pointer changed before the lease token was registered; trying again", "attempt", attempt)
+		if err := ctxtime.Sleep(ctx, rand.N(time.Duration(attempt)*50*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+// casPointer writes next over cur if the pointer's ETag is still etag. It
+// returns false, and no error, when the pointer changed meanwhile. A write
+// that reported an error may have landed all the same (a lost response):
+// the pointer is read back and the write settled by its write id.
+func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag string, next *pointer.Pointer, what string) (bool, error) {
+	_, werr := pointer.Write(ctx, r.s, next, etag)
+	if werr == nil {
 		return true, nil
 	}
-	// The write may have landed even though it reported an error (a lost
-	// response). Read back to find out.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
 	got, _, rerr := pointer.Read(rctx, r.s)
 	switch {
 	case rerr != nil:
-		return false, fmt.Errorf("gc: publish horizon: %w (and reading %s back failed: %v)", werr, pointer.Key, rerr)
+		return false, fmt.Errorf("gc: %s: %w (and reading %s back failed: %v)", what, werr, pointer.Key, rerr)
 	case got.WriteID == next.WriteID:
-		r.log.Info("gc: published horizon", "horizon", p.cutoff, "seq", p.ptr.Seq, "resolved", werr)
+		r.log.Info("gc: pointer write settled by reading it back", "what", what, "resolved", werr)
 		return true, nil
-	case got.WriteID != p.ptr.WriteID,
+	case got.WriteID != cur.WriteID,
 		errors.Is(werr, store.ErrPrecondition), errors.Is(werr, store.ErrConflict):
 		return false, nil
 	}
-	return false, fmt.Errorf("gc: publish horizon: %w", werr)
+	return false, fmt.Errorf("gc: %s: %w", what, werr)
 }
 
 // sweep deletes the plan's keys in batches, renewing the lease before each.
