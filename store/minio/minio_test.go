@@ -22,7 +22,6 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
-	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -31,7 +30,12 @@ func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
 // options returns Options for a fresh bucket on the shared test server.
 func options(t *testing.T) minio.Options {
 	t.Helper()
-	srv := s3server.Shared(t)
+	return optionsOn(t, s3server.Shared(t))
+}
+
+// optionsOn returns Options for a fresh bucket on srv.
+func optionsOn(t *testing.T, srv *s3server.Server) minio.Options {
+	t.Helper()
 	return minio.Options{
 		Bucket:      srv.NewBucket(t),
 		Endpoint:    srv.Endpoint,
@@ -50,6 +54,13 @@ func newStore(t *testing.T, opts minio.Options) *minio.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, options(t)) })
+}
+
+// TestConformanceGofakes3 runs the suite against a second S3
+// implementation, with the capabilities it lacks declared.
+func TestConformanceGofakes3(t *testing.T) {
+	srv := s3server.SharedGofakes3(t)
+	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store { return newStore(t, optionsOn(t, srv)) })
 }
 
 // recorder is a Transport that records the requests it sends and can

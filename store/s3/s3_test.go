@@ -25,7 +25,6 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
-	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -38,7 +37,12 @@ var envOnce sync.Once
 // environment further use t.Setenv and so cannot run in parallel.
 func server(t *testing.T) *s3server.Server {
 	t.Helper()
-	srv := s3server.Shared(t)
+	return withEnv(s3server.Shared(t))
+}
+
+// withEnv points the AWS credential chain at srv, once per process: every
+// test server has the same credentials.
+func withEnv(srv *s3server.Server) *s3server.Server {
 	envOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "commitptr-s3-test-")
 		if err != nil {
@@ -61,7 +65,12 @@ func server(t *testing.T) *s3server.Server {
 // newStore returns a driver on a fresh bucket of the shared server.
 func newStore(t *testing.T, mods ...func(*s3.Options)) (*s3.Store, string) {
 	t.Helper()
-	srv := server(t)
+	return newStoreOn(t, server(t), mods...)
+}
+
+// newStoreOn returns a driver on a fresh bucket of srv.
+func newStoreOn(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) (*s3.Store, string) {
+	t.Helper()
 	bucket := srv.NewBucket(t)
 	opts := s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true}
 	for _, m := range mods {
@@ -493,6 +502,16 @@ func TestMultipart(t *testing.T) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, _ := newStore(t)
+		return s
+	})
+}
+
+// TestConformanceGofakes3 runs the suite against a second S3
+// implementation, with the capabilities it lacks declared.
+func TestConformanceGofakes3(t *testing.T) {
+	srv := withEnv(s3server.SharedGofakes3(t))
+	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store {
+		s, _ := newStoreOn(t, srv)
 		return s
 	})
 }
