@@ -15,7 +15,8 @@ import (
 // A writer killed in the middle of a large Put leaves one; S3 keeps, and
 // bills, its parts until it is aborted, and no listing of objects shows
 // it. Bytes counts the parts uploaded. An upload that completes or is
-// aborted meanwhile is skipped.
+// aborted meanwhile is skipped. A listing answered with NoSuchUpload
+// means there are none.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
@@ -24,6 +25,9 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		lctx, x := withExchange(ctx, "", nil)
 		out, err := s.core.ListMultipartUploads(lctx, s.bucket, prefix, keyMarker, idMarker, "", store.MaxListPage)
 		got.Requests[store.OpList]++
+		if noSuchUpload(err) {
+			return got, nil // some servers (gofakes3) say so of a bucket without uploads
+		}
 		if err != nil {
 			return got, s.classify(op, prefix, false, err)
 		}
@@ -42,7 +46,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 				err = s.core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID)
 			}
 			switch {
-			case minio.ToErrorResponse(err).Code == "NoSuchUpload":
+			case noSuchUpload(err):
 				continue
 			case err != nil:
 				return got, s.classify(op, u.Key, false, err)
@@ -75,4 +79,9 @@ func (s *Store) uploadedBytes(ctx context.Context, key, id string, counts *store
 		}
 		marker = out.NextPartNumberMarker
 	}
+}
+
+// noSuchUpload reports whether err says the multipart upload is gone.
+func noSuchUpload(err error) bool {
+	return err != nil && minio.ToErrorResponse(err).Code == "NoSuchUpload"
 }

@@ -18,7 +18,8 @@ import (
 // A writer killed in the middle of a large Put leaves one; S3 keeps, and
 // bills, its parts until it is aborted, and no listing of objects shows
 // it. Bytes counts the parts uploaded. An upload that completes or is
-// aborted meanwhile is skipped.
+// aborted meanwhile is skipped. A listing answered with NoSuchUpload
+// means there are none.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
@@ -26,6 +27,9 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 	for {
 		out, err := s.client.ListMultipartUploads(ctx, in)
 		got.Requests[store.OpList]++
+		if noSuchUpload(err) {
+			return got, nil // some servers (gofakes3) say so of a bucket without uploads
+		}
 		if err != nil {
 			return got, s.classify(op, prefix, false, err)
 		}
