@@ -505,6 +505,12 @@ func TestLargeUnknownSize(t *testing.T) {
 	assert.EqualValues(t, 20<<20, ha.Size)
 }
 
+// TestLargeConditionalGofakes3: on a real server that ignores conditions
+// on multipart completion, 20 MiB conditional writes still hold.
+func TestLargeConditionalGofakes3(t *testing.T) {
+	storetest.LargeConditional(t, newStore(t, optionsOn(t, s3server.SharedGofakes3(t))))
+}
+
 // TestConditionalNeverMultipart: against a server without conditional
 // multipart completion, a 20 MiB conditional write still holds,
 // because it goes up as one PUT.

@@ -516,6 +516,13 @@ func TestConformanceGofakes3(t *testing.T) {
 	})
 }
 
+// TestLargeConditionalGofakes3: on a real server that ignores conditions
+// on multipart completion, 20 MiB conditional writes still hold.
+func TestLargeConditionalGofakes3(t *testing.T) {
+	s, _ := newStoreOn(t, withEnv(s3server.SharedGofakes3(t)))
+	storetest.LargeConditional(t, s)
+}
+
 // TestConditionalNeverMultipart: against a server without conditional
 // multipart completion, a 20 MiB conditional write still holds,
 // because it goes up as one PutObject.
