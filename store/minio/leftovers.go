@@ -2,6 +2,7 @@ package minio
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -23,7 +24,11 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 	var keyMarker, idMarker string
 	for {
 		lctx, x := withExchange(ctx, "", nil)
-		out, err := s.core.ListMultipartUploads(lctx, s.bucket, prefix, keyMarker, idMarker, "", store.MaxListPage)
+		// No prefix in the listing: MinIO takes it for an exact key and
+		// would list none of the dataset's uploads. The sweep filters by
+		// prefix itself, at the cost of listing every incomplete upload of
+		// the bucket.
+		out, err := s.core.ListMultipartUploads(lctx, s.bucket, "", keyMarker, idMarker, "", store.MaxListPage)
 		got.Requests[store.OpList]++
 		if noSuchUpload(err) {
 			return got, nil // some servers (gofakes3) say so of a bucket without uploads
@@ -37,7 +42,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		}
 		cutoff := now.Add(-olderThan)
 		for _, u := range out.Uploads {
-			if !u.Initiated.Before(cutoff) {
+			if !strings.HasPrefix(u.Key, prefix) || !u.Initiated.Before(cutoff) {
 				continue
 			}
 			size, err := s.uploadedBytes(ctx, u.Key, u.UploadID, &got.Requests)

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	miniogo "github.com/minio/minio-go/v7"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
@@ -24,6 +26,16 @@ func TestLeftovers(t *testing.T) { testLeftovers(t, options(t)) }
 // TestLeftoversGofakes3: the same on a server that answers a listing of a
 // bucket without uploads with NoSuchUpload.
 func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, optionsOn(t, s3server.SharedGofakes3(t))) }
+
+// TestLeftoversExactUploadPrefix: the same on a server that takes the
+// prefix of an upload listing for an exact key, as MinIO does.
+func TestLeftoversExactUploadPrefix(t *testing.T) {
+	opts := options(t)
+	spy := &faults.ExactUploadPrefix{}
+	opts.Transport = spy
+	testLeftovers(t, opts)
+	assert.Zero(t, spy.Emptied.Load(), "the sweep relied on the server's prefix filter")
+}
 
 func testLeftovers(t *testing.T, opts minio.Options) {
 	s := newStore(t, opts)

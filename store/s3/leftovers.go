@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,7 +24,10 @@ import (
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
-	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)}
+	// No Prefix in the listing: MinIO takes it for an exact key and would
+	// list none of the dataset's uploads. The sweep filters by prefix
+	// itself, at the cost of listing every incomplete upload of the bucket.
+	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket)}
 	for {
 		out, err := s.client.ListMultipartUploads(ctx, in)
 		got.Requests[store.OpList]++
@@ -39,10 +43,10 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		}
 		cutoff := now.Add(-olderThan)
 		for _, u := range out.Uploads {
-			if u.Initiated == nil || !u.Initiated.Before(cutoff) {
+			key := aws.ToString(u.Key)
+			if !strings.HasPrefix(key, prefix) || u.Initiated == nil || !u.Initiated.Before(cutoff) {
 				continue
 			}
-			key := aws.ToString(u.Key)
 			size, err := s.uploadedBytes(ctx, key, u.UploadId, &got.Requests)
 			if err == nil {
 				got.Requests[store.OpDelete]++

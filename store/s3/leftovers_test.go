@@ -3,6 +3,7 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/store"
@@ -27,8 +29,16 @@ func TestLeftovers(t *testing.T) { testLeftovers(t, server(t)) }
 // bucket without uploads with NoSuchUpload.
 func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, withEnv(s3server.SharedGofakes3(t))) }
 
-func testLeftovers(t *testing.T, srv *s3server.Server) {
-	s, bucket := newStoreOn(t, srv)
+// TestLeftoversExactUploadPrefix: the same on a server that takes the
+// prefix of an upload listing for an exact key, as MinIO does.
+func TestLeftoversExactUploadPrefix(t *testing.T) {
+	spy := &faults.ExactUploadPrefix{}
+	testLeftovers(t, server(t), func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: spy} })
+	assert.Zero(t, spy.Emptied.Load(), "the sweep relied on the server's prefix filter")
+}
+
+func testLeftovers(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) {
+	s, bucket := newStoreOn(t, srv, mods...)
 	raw := rawClientOf(t, srv)
 	ctx := context.Background()
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
