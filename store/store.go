@@ -41,6 +41,9 @@ type Store interface {
 	// the current ETag equals it, and returns ErrPrecondition otherwise.
 	// Deleting a missing key is not an error, with or without IfMatch: S3
 	// servers differ there, and either way the object is gone.
+	// A conditional delete is a capability, not a guarantee: some
+	// S3-compatible servers (gofakes3, MinIO) ignore If-Match on delete and
+	// remove the object anyway, so commitptr never relies on it.
 	Delete(ctx context.Context, key string, opts DeleteOptions) error
 
 	// DeleteMany removes the keys, sending at most MaxDeleteBatch keys per

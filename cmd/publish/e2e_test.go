@@ -59,11 +59,21 @@ func targets(t *testing.T) []target {
 			return s
 		},
 	}
-	srv := s3server.Shared(t)
+	fake := s3server.SharedGofakes3(t)
+	return []target{
+		fsTarget,
+		remoteTarget("s3", "s3", s3server.Shared(t)),
+		remoteTarget("s3-gofakes3", "s3", fake),
+		remoteTarget("minio-gofakes3", "minio", fake),
+	}
+}
+
+// remoteTarget is the driver of scheme against srv.
+func remoteTarget(name, scheme string, srv *s3server.Server) target {
 	srv.UseCredentials() // for the stores the test itself opens; the binary gets srv.Env()
-	s3Target := target{
-		name:   "s3",
-		url:    func(t *testing.T) string { return "s3://" + srv.NewBucket(t) + "/datasets/daily" },
+	return target{
+		name:   name,
+		url:    func(t *testing.T) string { return scheme + "://" + srv.NewBucket(t) + "/datasets/daily" },
 		flags:  []string{"--endpoint", srv.Endpoint, "--path-style"},
 		env:    srv.Env(),
 		secret: srv.SecretKey,
@@ -73,7 +83,6 @@ func targets(t *testing.T) []target {
 			return s
 		},
 	}
-	return []target{fsTarget, s3Target}
 }
 
 // result is one run of the binary.
@@ -406,6 +415,7 @@ func TestEndToEndCommands(t *testing.T) {
 			assert.Equal(t, v1, readTree(t, dest))
 			assert.Contains(t, tg.ok(t, "verify", "--all", url), ": ok")
 			assert.Contains(t, tg.ok(t, "gc", "--dry-run", url), "dry run at seq 3")
+			tg.ok(t, "gc", url)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package minio
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -15,15 +16,23 @@ import (
 // A writer killed in the middle of a large Put leaves one; S3 keeps, and
 // bills, its parts until it is aborted, and no listing of objects shows
 // it. Bytes counts the parts uploaded. An upload that completes or is
-// aborted meanwhile is skipped.
+// aborted meanwhile is skipped. A listing answered with NoSuchUpload
+// means there are none.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
 	var keyMarker, idMarker string
 	for {
 		lctx, x := withExchange(ctx, "", nil)
-		out, err := s.core.ListMultipartUploads(lctx, s.bucket, prefix, keyMarker, idMarker, "", store.MaxListPage)
+		// No prefix in the listing: MinIO takes it for an exact key and
+		// would list none of the dataset's uploads. The sweep filters by
+		// prefix itself, at the cost of listing every incomplete upload of
+		// the bucket.
+		out, err := s.core.ListMultipartUploads(lctx, s.bucket, "", keyMarker, idMarker, "", store.MaxListPage)
 		got.Requests[store.OpList]++
+		if noSuchUpload(err) {
+			return got, nil // some servers (gofakes3) say so of a bucket without uploads
+		}
 		if err != nil {
 			return got, s.classify(op, prefix, false, err)
 		}
@@ -33,7 +42,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 		}
 		cutoff := now.Add(-olderThan)
 		for _, u := range out.Uploads {
-			if !u.Initiated.Before(cutoff) {
+			if !strings.HasPrefix(u.Key, prefix) || !u.Initiated.Before(cutoff) {
 				continue
 			}
 			size, err := s.uploadedBytes(ctx, u.Key, u.UploadID, &got.Requests)
@@ -42,7 +51,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 				err = s.core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID)
 			}
 			switch {
-			case minio.ToErrorResponse(err).Code == "NoSuchUpload":
+			case noSuchUpload(err):
 				continue
 			case err != nil:
 				return got, s.classify(op, u.Key, false, err)
@@ -75,4 +84,9 @@ func (s *Store) uploadedBytes(ctx context.Context, key, id string, counts *store
 		}
 		marker = out.NextPartNumberMarker
 	}
+}
+
+// noSuchUpload reports whether err says the multipart upload is gone.
+func noSuchUpload(err error) bool {
+	return err != nil && minio.ToErrorResponse(err).Code == "NoSuchUpload"
 }

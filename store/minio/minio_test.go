@@ -30,7 +30,12 @@ func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
 // options returns Options for a fresh bucket on the shared test server.
 func options(t *testing.T) minio.Options {
 	t.Helper()
-	srv := s3server.Shared(t)
+	return optionsOn(t, s3server.Shared(t))
+}
+
+// optionsOn returns Options for a fresh bucket on srv.
+func optionsOn(t *testing.T, srv *s3server.Server) minio.Options {
+	t.Helper()
 	return minio.Options{
 		Bucket:      srv.NewBucket(t),
 		Endpoint:    srv.Endpoint,
@@ -49,6 +54,13 @@ func newStore(t *testing.T, opts minio.Options) *minio.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, options(t)) })
+}
+
+// TestConformanceGofakes3 runs the suite against a second S3
+// implementation, with the capabilities it lacks declared.
+func TestConformanceGofakes3(t *testing.T) {
+	srv := s3server.SharedGofakes3(t)
+	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store { return newStore(t, optionsOn(t, srv)) })
 }
 
 // recorder is a Transport that records the requests it sends and can
@@ -491,6 +503,12 @@ func TestLargeUnknownSize(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b.ETag, ha.ETag)
 	assert.EqualValues(t, 20<<20, ha.Size)
+}
+
+// TestLargeConditionalGofakes3: on a real server that ignores conditions
+// on multipart completion, 20 MiB conditional writes still hold.
+func TestLargeConditionalGofakes3(t *testing.T) {
+	storetest.LargeConditional(t, newStore(t, optionsOn(t, s3server.SharedGofakes3(t))))
 }
 
 // TestConditionalNeverMultipart: against a server without conditional

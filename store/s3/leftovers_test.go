@@ -3,6 +3,7 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
@@ -20,9 +23,23 @@ import (
 
 // TestLeftovers: incomplete multipart uploads, as a writer killed in the
 // middle of a large Put leaves them, are aborted by the sweep.
-func TestLeftovers(t *testing.T) {
-	s, bucket := newStore(t)
-	raw := rawClient(t)
+func TestLeftovers(t *testing.T) { testLeftovers(t, server(t)) }
+
+// TestLeftoversGofakes3: the same on a server that answers a listing of a
+// bucket without uploads with NoSuchUpload.
+func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, withEnv(s3server.SharedGofakes3(t))) }
+
+// TestLeftoversExactUploadPrefix: the same on a server that takes the
+// prefix of an upload listing for an exact key, as MinIO does.
+func TestLeftoversExactUploadPrefix(t *testing.T) {
+	spy := &faults.ExactUploadPrefix{}
+	testLeftovers(t, server(t), func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: spy} })
+	assert.Zero(t, spy.Emptied.Load(), "the sweep relied on the server's prefix filter")
+}
+
+func testLeftovers(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) {
+	s, bucket := newStoreOn(t, srv, mods...)
+	raw := rawClientOf(t, srv)
 	ctx := context.Background()
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
 		up, err := raw.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
@@ -38,8 +55,10 @@ func TestLeftovers(t *testing.T) {
 }
 
 // rawClient returns an SDK client of the test server.
-func rawClient(t *testing.T) *awss3.Client {
-	srv := server(t)
+func rawClient(t *testing.T) *awss3.Client { return rawClientOf(t, server(t)) }
+
+// rawClientOf returns an SDK client of srv.
+func rawClientOf(t *testing.T, srv *s3server.Server) *awss3.Client {
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	require.NoError(t, err)
 	return awss3.NewFromConfig(cfg, func(o *awss3.Options) {

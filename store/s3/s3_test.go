@@ -37,7 +37,12 @@ var envOnce sync.Once
 // environment further use t.Setenv and so cannot run in parallel.
 func server(t *testing.T) *s3server.Server {
 	t.Helper()
-	srv := s3server.Shared(t)
+	return withEnv(s3server.Shared(t))
+}
+
+// withEnv points the AWS credential chain at srv, once per process: every
+// test server has the same credentials.
+func withEnv(srv *s3server.Server) *s3server.Server {
 	envOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "commitptr-s3-test-")
 		if err != nil {
@@ -60,7 +65,12 @@ func server(t *testing.T) *s3server.Server {
 // newStore returns a driver on a fresh bucket of the shared server.
 func newStore(t *testing.T, mods ...func(*s3.Options)) (*s3.Store, string) {
 	t.Helper()
-	srv := server(t)
+	return newStoreOn(t, server(t), mods...)
+}
+
+// newStoreOn returns a driver on a fresh bucket of srv.
+func newStoreOn(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) (*s3.Store, string) {
+	t.Helper()
 	bucket := srv.NewBucket(t)
 	opts := s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true}
 	for _, m := range mods {
@@ -494,6 +504,23 @@ func TestConformance(t *testing.T) {
 		s, _ := newStore(t)
 		return s
 	})
+}
+
+// TestConformanceGofakes3 runs the suite against a second S3
+// implementation, with the capabilities it lacks declared.
+func TestConformanceGofakes3(t *testing.T) {
+	srv := withEnv(s3server.SharedGofakes3(t))
+	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store {
+		s, _ := newStoreOn(t, srv)
+		return s
+	})
+}
+
+// TestLargeConditionalGofakes3: on a real server that ignores conditions
+// on multipart completion, 20 MiB conditional writes still hold.
+func TestLargeConditionalGofakes3(t *testing.T) {
+	s, _ := newStoreOn(t, withEnv(s3server.SharedGofakes3(t)))
+	storetest.LargeConditional(t, s)
 }
 
 // TestConditionalNeverMultipart: against a server without conditional
