@@ -31,7 +31,7 @@ type slowPuts struct {
 	d     time.Duration
 }
 
-func (s slowPuts) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+func (s *slowPuts) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	a, err := s.Store.Put(ctx, key, body, opts)
 	s.clock.Advance(s.d)
 	return a, err
@@ -43,7 +43,7 @@ func (s slowPuts) Put(ctx context.Context, key string, body io.Reader, opts stor
 // that stamp.
 func TestAcquireDeadlineFromSend(t *testing.T) {
 	clock := newFakeClock()
-	s := slowPuts{Store: mem.New(), clock: clock, d: 10 * time.Minute}
+	s := &slowPuts{Store: mem.New(), clock: clock, d: 10 * time.Minute}
 	o := opts("a", time.Hour)
 	o.Clock = leaseClock{clock}
 	sent := clock.Now()
@@ -51,4 +51,38 @@ func TestAcquireDeadlineFromSend(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Release(context.Background())
 	assert.Equal(t, sent.Add(time.Hour-6*time.Minute), l.Deadline(), "deadline = send + TTL - margin (TTL/10)")
+}
+
+// TestRenewAnsweredAfterDeadline: a renewal whose answer comes back after
+// the holder's deadline cannot revive the lease: others may have judged it
+// expired meanwhile. Renew reports ErrLost and the lease is done.
+func TestRenewAnsweredAfterDeadline(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	s := &slowPuts{Store: mem.New(), clock: clock}
+	o := opts("a", time.Hour)
+	o.Clock = leaseClock{clock}
+	l, err := lease.TryAcquire(ctx, s, "slow", o)
+	require.NoError(t, err)
+	defer l.Release(ctx)
+	s.d = time.Hour // past the deadline, 54 minutes on
+	err = l.Renew(ctx)
+	require.ErrorIs(t, err, lease.ErrLost)
+	assert.False(t, l.Held())
+	assert.True(t, isClosed(l.Done()))
+}
+
+// TestHeldEndsAtDeadline: Held turns false once the holder's clock reaches
+// its deadline, before any timer has noticed.
+func TestHeldEndsAtDeadline(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	o := opts("a", time.Hour)
+	o.Clock = leaseClock{clock}
+	l, err := lease.TryAcquire(ctx, mem.New(), "held", o)
+	require.NoError(t, err)
+	defer l.Release(ctx)
+	require.True(t, l.Held())
+	clock.Advance(l.Deadline().Sub(clock.Now()))
+	assert.False(t, l.Held())
 }
