@@ -52,9 +52,9 @@ done
 
 # --- the list ---------------------------------------------------------------
 # Blocks of "key: value" lines separated by blank lines; # starts a comment.
-# Keys: name, inv, file, from, to, pkgs, run, why, harmless. In from and to,
+# Keys: name, inv, file, from, to, pkgs, run, skip, why, harmless. In from and to,
 # \n and \t stand for a newline and a tab.
-M_name=() M_inv=() M_file=() M_from=() M_to=() M_pkgs=() M_run=() M_why=() M_harmless=()
+M_name=() M_inv=() M_file=() M_from=() M_to=() M_pkgs=() M_run=() M_skip=() M_why=() M_harmless=()
 declare -A cur=()
 lineno=0
 flush() {
@@ -75,7 +75,7 @@ flush() {
 	done
 	M_name+=("${cur[name]}") M_inv+=("${cur[inv]:-}") M_file+=("${cur[file]}")
 	M_from+=("${cur[from]}") M_to+=("${cur[to]}") M_pkgs+=("${cur[pkgs]}")
-	M_run+=("${cur[run]:-}") M_why+=("${cur[why]:-}") M_harmless+=("${cur[harmless]:-}")
+	M_run+=("${cur[run]:-}") M_skip+=("${cur[skip]:-}") M_why+=("${cur[why]:-}") M_harmless+=("${cur[harmless]:-}")
 	cur=()
 }
 while IFS= read -r line || [ -n "$line" ]; do
@@ -88,7 +88,7 @@ while IFS= read -r line || [ -n "$line" ]; do
 	val=${line#*:}
 	val=${val# }
 	case $key in
-	name | inv | file | from | to | pkgs | run | why | harmless)
+	name | inv | file | from | to | pkgs | run | skip | why | harmless)
 		# why and harmless may continue on further lines.
 		if [ -n "${cur[$key]:-}" ]; then
 			echo "mutants: $list:$lineno: $key: given twice" >&2
@@ -212,8 +212,8 @@ runpkgs() {
 	shift
 	: >"$log"
 	for p in "$@"; do
-		echo "### go test $race -run '${run:-}' $p" >>"$log"
-		(cd "$scratch" && go test -count=1 -failfast $race -timeout "$timeout" ${run:+-run "$run"} "$p") >>"$log" 2>&1 || rc=$?
+		echo "### go test $race -run '${run:-}' -skip '${skip:-}' $p" >>"$log"
+		(cd "$scratch" && go test -count=1 -failfast $race -timeout "$timeout" ${run:+-run "$run"} ${skip:+-skip "$skip"} "$p") >>"$log" 2>&1 || rc=$?
 		[ $rc -ne 0 ] && return $rc
 	done
 	return 0
@@ -236,7 +236,7 @@ if [ $baseline = 1 ]; then
 	pkgs=$(for i in "${selected[@]}"; do echo "${M_pkgs[$i]}"; done | tr ' ' '\n' | sort -u)
 	echo "==> baseline: the packages unmutated"
 	for p in $pkgs; do
-		run=
+		run= skip=
 		if ! runpkgs "$logs/baseline.log" "$p"; then
 			echo "mutants: $p fails without any mutation; fix that first (log: $logs/baseline.log):"
 			grep -E -- '--- FAIL|^FAIL|panic:' "$logs/baseline.log" | head -10
@@ -248,7 +248,7 @@ fi
 caught=0 survived=0 explained=0 stale=0 broken=0 flaky=0
 survivors=() start=$(date +%s)
 for i in "${selected[@]}"; do
-	name=${M_name[$i]} f=${M_file[$i]} run=${M_run[$i]} log=$logs/${M_name[$i]}.log
+	name=${M_name[$i]} f=${M_file[$i]} run=${M_run[$i]} skip=${M_skip[$i]} log=$logs/${M_name[$i]}.log
 	cp "$scratch/$f" "$scratch/.orig"
 	rc=0; apply "$f" || rc=$?
 	if [ $rc -ne 0 ]; then
