@@ -6,18 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=.cache/bin
-mkdir -p "$bin"
-
-if [ ! -x "$bin/versitygw" ]; then
-	echo "==> building versitygw (pinned in tools/go.mod)"
-	(cd tools && go build -o "../$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
-fi
-if [ ! -x "$bin/staticcheck" ]; then
-	echo "==> building staticcheck (pinned in tools/go.mod)"
-	(cd tools && go build -o "../$bin/staticcheck" honnef.co/go/tools/cmd/staticcheck)
-fi
-export COMMITPTR_VERSITYGW="$PWD/$bin/versitygw"
+. scripts/tools.sh
+build_tool versitygw github.com/versity/versitygw/cmd/versitygw
+build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
+export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
 
 echo "==> gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
@@ -28,6 +20,6 @@ echo "==> go vet (linux, and macOS, which must build too)"
 go vet ./...
 GOOS=darwin go vet ./...
 echo "==> staticcheck"
-"$bin/staticcheck" ./...
+.cache/bin/staticcheck ./...
 echo "==> go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...

@@ -164,6 +164,15 @@ func (c *cutBody) Read(p []byte) (int, error) {
 
 func (c *cutBody) Close() error { return c.rc.Close() }
 
+// Head implements store.Store. A rule fails it with Before; other modes
+// have nothing to lose in a Head and leave it alone.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	if r := s.match(store.OpHead, key); r != nil && r.Mode == Before {
+		return store.Attrs{}, store.Wrap("head", key, nil, r.Err)
+	}
+	return s.Store.Head(ctx, key)
+}
+
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	r := s.match(store.OpPut, key)

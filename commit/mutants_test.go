@@ -1,0 +1,193 @@
+package commit_test
+
+// Tests that kill mutations of scripts/mutants/list which no other test
+// caught.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// TestUpdateObjectUnknownWhenReadBackFails: the write lands but its
+// response is lost, and every read-back fails. On its last attempt the call
+// cannot tell whether the write landed, so it must return ErrCommitUnknown,
+// not give up as though the write had lost.
+func TestUpdateObjectUnknownWhenReadBackFails(t *testing.T) {
+	ctx := context.Background()
+	m := mem.New()
+	fs := faultstore.New(m)
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.After, Times: 1})
+	fs.Add(faultstore.Rule{Op: store.OpHead, Key: "counter", Mode: faultstore.Before})
+	calls := 0
+	_, err := commit.UpdateObject(ctx, fs, "counter", commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond},
+		func(old []byte, exists bool) ([]byte, error) {
+			calls++
+			return []byte("1"), nil
+		})
+	require.ErrorIs(t, err, commit.ErrCommitUnknown)
+	assert.Equal(t, 1, calls)
+	_, err = m.Head(ctx, "counter")
+	require.NoError(t, err, "the write did land")
+}
+
+// TestRollbackJustBelowFloor: a rollback to the generation right below the
+// collector's floor is refused; only the floor and above may be referenced.
+func TestRollbackJustBelowFloor(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	for _, x := range []string{"1", "2", "3"} {
+		_, err := publish(t, d, map[string]string{"x": x}, commit.CommitOptions{})
+		require.NoError(t, err)
+	}
+	cur, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	cur.GCFloor = 2
+	_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+	require.NoError(t, err)
+
+	old, err := d.OpenAt(ctx, "1")
+	require.NoError(t, err)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	tx.KeepFrom(old)
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrStale)
+	assert.EqualValues(t, 3, checkComplete(t, d).Seq(), "the refused rollback changed nothing")
+}
+
+// TestManifestWriteFailsCommitFails: when the manifest cannot be written,
+// the commit fails and the pointer stays where it was (I1).
+func TestManifestWriteFailsCommitFails(t *testing.T) {
+	ctx := context.Background()
+	m := mem.New()
+	fs := faultstore.New(m)
+	d := commit.New(fs, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
+	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.Before})
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.KeepAll(ctx))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, faultstore.ErrInjected)
+	fs.Clear()
+	assert.EqualValues(t, 1, checkComplete(t, d).Seq())
+}
+
+// TestForeignManifestAtOurKey: a 412 on the manifest PUT is ours only if the
+// manifest there is byte for byte ours. Another one there fails the commit,
+// and the pointer does not move to it.
+func TestForeignManifestAtOurKey(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "x", []byte("2")))
+	foreign, err := generation.Encode(&generation.Manifest{Format: generation.Format, Generation: tx.Generation(), Seq: 9, StagingStart: time.Now().UTC()})
+	require.NoError(t, err)
+	_, err = s.Put(ctx, generation.ManifestKey(tx.Generation()), bytes.NewReader(foreign), store.PutOptions{IfNoneMatch: true})
+	require.NoError(t, err)
+
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	assert.Contains(t, err.Error(), "another manifest")
+	assert.EqualValues(t, 1, checkComplete(t, d).Seq())
+}
+
+// TestPointerManifestSeqMismatch: a pointer whose seq differs from its
+// manifest's is corrupt, and Open says so rather than read the generation.
+func TestPointerManifestSeqMismatch(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	cur, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	cur.Seq = 2
+	_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+	require.NoError(t, err)
+	_, err = d.Open(ctx)
+	require.ErrorIs(t, err, generation.ErrCorrupt)
+	assert.Contains(t, err.Error(), "manifest seq 1")
+}
+
+// TestHistoryBrokenSeqLink: a parent whose seq is not one below its
+// child's breaks the history; History reports it as corrupt instead of
+// walking on.
+func TestHistoryBrokenSeqLink(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	// A child of generation 1 that claims seq 3, written by hand.
+	gen, err := generation.New()
+	require.NoError(t, err)
+	body := []byte("2")
+	sum := sha256.Sum256(body)
+	_, err = s.Put(ctx, generation.DataKey(gen, "x"), bytes.NewReader(body), store.PutOptions{})
+	require.NoError(t, err)
+	stored, err := generation.Encode(&generation.Manifest{
+		Format: generation.Format, Generation: gen, Parent: p1.Generation, ParentManifestSHA256: p1.ManifestSHA256,
+		Seq: 3, StagingStart: time.Now().UTC(),
+		Entries: []generation.Entry{{Path: "x", Key: generation.DataKey(gen, "x"), Size: 1, SHA256: hex.EncodeToString(sum[:])}},
+	})
+	require.NoError(t, err)
+	_, err = s.Put(ctx, generation.ManifestKey(gen), bytes.NewReader(stored), store.PutOptions{})
+	require.NoError(t, err)
+	msum := sha256.Sum256(stored)
+	_, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	_, err = pointer.Write(ctx, s, &pointer.Pointer{Seq: 3, Generation: gen, Parent: p1.Generation,
+		Manifest: generation.ManifestKey(gen), ManifestSHA256: hex.EncodeToString(msum[:])}, attrs.ETag)
+	require.NoError(t, err)
+
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	var last error
+	n := 0
+	for _, err := range d.History(ctx, snap) {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+	}
+	require.ErrorIs(t, last, generation.ErrCorrupt)
+	assert.Equal(t, 1, n, "the walk stopped at the broken link")
+}
+
+// TestStageSizeMismatch: a body whose length differs from the size given
+// (a file that changed while it was published) is refused, not staged with
+// whatever size it had.
+func TestStageSizeMismatch(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Discard(ctx)
+	err = tx.Put(ctx, "x", strings.NewReader("abc"), 5)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "expected 5")
+	assert.Empty(t, tx.Files())
+}

@@ -1,0 +1,23 @@
+# Sourced by scripts/test.sh and scripts/mutants.sh, from the repository
+# root: builds the tools pinned in tools/go.mod into .cache/bin once.
+
+# build_tool BIN PACKAGE builds PACKAGE from the tools module into
+# .cache/bin/BIN unless it is there already.
+build_tool() {
+	mkdir -p .cache/bin
+	if [ ! -x ".cache/bin/$1" ]; then
+		echo "==> building $1 (pinned in tools/go.mod)"
+		(cd tools && go build -o "../.cache/bin/$1" "$2")
+	fi
+}
+
+# use_versitygw points COMMITPTR_VERSITYGW at the S3 test server, building
+# it first unless the variable already names an executable.
+use_versitygw() {
+	if [ -n "${COMMITPTR_VERSITYGW:-}" ] && [ -x "$COMMITPTR_VERSITYGW" ]; then
+		export COMMITPTR_VERSITYGW
+		return
+	fi
+	build_tool versitygw github.com/versity/versitygw/cmd/versitygw
+	export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
+}
