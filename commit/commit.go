@@ -45,7 +45,10 @@ const maxCASRetries = 8
 // PutFile has its local file, and fails the commit with ErrMissingObject
 // otherwise.
 //
-// On success it returns the pointer as written. If another writer won, the
+// On success it returns the pointer as written: the value read back when
+// the outcome had to be settled by a read (see landed; its WriteID is empty
+// if others built on top and which of several writes landed cannot be
+// told). If another writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. A commit that references a generation below the collector's
@@ -121,6 +124,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		return nil, tx.abort(ctx, err)
 	}
 	cur, etag := tx.base, tx.baseETag
+	var sent []string // the write ids of the pointer writes sent
 	for attempt := 0; ; attempt++ {
 		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
 			return nil, tx.abort(ctx, err)
@@ -133,6 +137,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			next.SetFence(opts.FenceLease, opts.Fence)
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
+		sent = append(sent, next.WriteID)
 		if werr == nil {
 			return next, tx.confirmHold(ctx, next)
 		}
@@ -162,7 +167,8 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		switch o {
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
-			return next, tx.confirmHold(ctx, next)
+			written := landed(got, next, sent)
+			return written, tx.confirmHold(ctx, written)
 		case lost:
 			winner := tx.winner
 			tx.discardQuietly(ctx)
@@ -179,6 +185,27 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			}
 		}
 	}
+}
+
+// landed returns the pointer value our commit wrote, once the read-back
+// got proved the commit ours. An earlier write of this commit may have
+// landed and a later resend failed its condition, so next, which carries
+// the last write's id, is not necessarily it. If got is still our
+// generation at our seq, got is the value (possibly since rewritten by the
+// collector or a fence registration, which keep the commit). If others
+// already built on top, it is next with the id of the one write sent, or
+// with an empty write id when more than one was sent and which landed
+// cannot be told.
+func landed(got, next *pointer.Pointer, sent []string) *pointer.Pointer {
+	if got.Seq == next.Seq && got.Generation == next.Generation {
+		return got
+	}
+	p := *next
+	p.WriteID = ""
+	if len(sent) == 1 {
+		p.WriteID = sent[0]
+	}
+	return &p
 }
 
 type outcome int
