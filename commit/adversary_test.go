@@ -128,35 +128,46 @@ func TestFenceIdentitySpellings(t *testing.T) {
 }
 
 // TestManyLeasesFillThePointer: the pointer keeps one fence per lease
-// identity, never drops one, and is capped at pointer.MaxSize. A dataset
-// written under a lease per job (a name per night, a prefix per team) fills
-// it, and from then on registrations fail. A commit whose pointer no
-// longer fits must be refused as such before anything is sent (Commit
-// checks the encoding up front for this), not reported as an unknown
-// outcome: its check leaves out the fences it copies from the current
-// pointer, the write fails to encode, and the read-back loop ends in
-// ErrCommitUnknown although no pointer write was ever sent.
+// identity and commits never drop one, within pointer.MaxSize. A dataset
+// written under a lease per job (a name per night, a prefix per team)
+// would fill it, so the pointer takes at most pointer.MaxFences identities
+// of at most pointer.MaxIdentity bytes, and refuses more with a clear
+// error. A commit whose pointer no longer fits, with the fences it copies
+// from the current pointer, must be refused as such before anything is
+// sent, not reported as an unknown outcome: Commit's up-front check of the
+// encoding leaves out those fences.
 func TestManyLeasesFillThePointer(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"x": "first"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	prefix := "s3://bucket/" + strings.Repeat("team/", 400) + "_lease/nightly-"
-	n := 0
-	for ; n < 100; n++ {
-		if err = d.RegisterFence(ctx, fmt.Sprintf("%s%04d", prefix, n), 1); err != nil {
-			break
-		}
+	id := func(n int) string {
+		prefix := "s3://bucket/" + strings.Repeat("team/", 90) + "_lease/nightly-"
+		return fmt.Sprintf("%s%0*d", prefix, pointer.MaxIdentity-len(prefix), n)
 	}
-	require.Error(t, err, "the pointer did not fill up")
+	for n := range pointer.MaxFences {
+		require.Len(t, id(n), pointer.MaxIdentity)
+		require.NoError(t, d.RegisterFence(ctx, id(n), 1), "lease %d of %d", n, pointer.MaxFences)
+	}
+	err = d.RegisterFence(ctx, id(pointer.MaxFences), 1)
+	require.ErrorIs(t, err, pointer.ErrFenceLimit, "lease %d", pointer.MaxFences+1)
+	assert.Contains(t, err.Error(), id(pointer.MaxFences))
+	assert.Len(t, readPointer(t, s).Fences, pointer.MaxFences)
 
 	c := store.Count(s)
 	_, err = publish(t, commit.New(c), map[string]string{"x": "second"},
-		commit.CommitOptions{Message: strings.Repeat("m", 3000)})
-	require.Error(t, err, "the pointer cannot hold this commit after %d lease registrations", n)
+		commit.CommitOptions{Message: strings.Repeat("m", 14000)})
+	require.Error(t, err, "the pointer cannot hold this commit with %d fences", pointer.MaxFences)
 	assert.EqualValues(t, 2, c.Counts()[store.OpPut], "only the object and the manifest were sent: %s", c.Counts())
 	assert.NotErrorIs(t, err, commit.ErrCommitUnknown, "no pointer write was sent, yet: %v", err)
+	assert.Contains(t, err.Error(), "nothing was sent")
+
+	// A fence of a lease already kept still moves, and a commit that
+	// fits still commits.
+	_, err = publish(t, d, map[string]string{"x": "third"}, commit.CommitOptions{Fence: 2, FenceLease: id(0)})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, readPointer(t, s).FenceOf(id(0)))
 }
 
 // TestCommitReturnsThePointerWritten (I2): the first pointer write is held

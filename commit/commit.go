@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -119,9 +120,8 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	}
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
-	next.Format, next.WriteID = pointer.Format, "check"
-	if _, err := pointer.Encode(next); err != nil {
-		return nil, tx.abort(ctx, err)
+	if err := encodes(next); err != nil {
+		return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
 	}
 	cur, etag := tx.base, tx.baseETag
 	var sent []string // the write ids of the pointer writes sent
@@ -134,7 +134,18 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			next.Fence, next.Fences, next.FencedOnly = cur.Fence, cur.Fences, cur.FencedOnly
 		}
 		if opts.Fence != 0 {
+			if err := next.CheckFence(opts.FenceLease); err != nil {
+				return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
+			}
 			next.SetFence(opts.FenceLease, opts.Fence)
+		}
+		// With the fences and the collector's fields of cur, the pointer
+		// may no longer fit: refuse it before sending, not as an unknown
+		// outcome. An earlier write of this commit was settled as not
+		// applied and had cur's old ETag as its condition: cur changed to
+		// make next grow, so that write cannot land.
+		if err := encodes(next); err != nil {
+			return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		sent = append(sent, next.WriteID)
@@ -185,6 +196,25 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			}
 		}
 	}
+}
+
+// encodes refuses a pointer that cannot be encoded, before it is sent. It
+// encodes with a write id of the length pointer.Write gives, and with the
+// collector's fields set where they are not, so that the collector can
+// always rewrite the pointer (see pointer.MaxFences).
+func encodes(p *pointer.Pointer) error {
+	c := *p
+	c.Format, c.WriteID = pointer.Format, "00000000-0000-0000-0000-000000000000"
+	far := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	if c.GCHorizon.IsZero() {
+		c.GCHorizon = far
+	}
+	if c.GCCommittedAt.IsZero() {
+		c.GCCommittedAt = far
+	}
+	c.GCFloor, c.GCToken = math.MaxUint64, math.MaxUint64
+	_, err := pointer.Encode(&c)
+	return err
 }
 
 // landed returns the pointer value our commit wrote, once the read-back
