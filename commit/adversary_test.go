@@ -161,7 +161,7 @@ func TestManyLeasesFillThePointer(t *testing.T) {
 	require.Error(t, err, "the pointer cannot hold this commit with %d fences", pointer.MaxFences)
 	assert.EqualValues(t, 2, c.Counts()[store.OpPut], "only the object and the manifest were sent: %s", c.Counts())
 	assert.NotErrorIs(t, err, commit.ErrCommitUnknown, "no pointer write was sent, yet: %v", err)
-	assert.Contains(t, err.Error(), "nothing was sent")
+	assert.Contains(t, err.Error(), "refused before sending the pointer")
 
 	// A fence of a lease already kept still moves, and a commit that
 	// fits still commits.

@@ -121,7 +121,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
 	if err := encodes(next); err != nil {
-		return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
+		return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
 	cur, etag := tx.base, tx.baseETag
 	var sent []string // the write ids of the pointer writes sent
@@ -135,7 +135,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		}
 		if opts.Fence != 0 {
 			if err := next.CheckFence(opts.FenceLease); err != nil {
-				return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
+				return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 			}
 			next.SetFence(opts.FenceLease, opts.Fence)
 		}
@@ -145,7 +145,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		// applied and had cur's old ETag as its condition: cur changed to
 		// make next grow, so that write cannot land.
 		if err := encodes(next); err != nil {
-			return nil, tx.abort(ctx, fmt.Errorf("commit: nothing was sent: %w", err))
+			return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		sent = append(sent, next.WriteID)
