@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -45,7 +46,10 @@ const maxCASRetries = 8
 // PutFile has its local file, and fails the commit with ErrMissingObject
 // otherwise.
 //
-// On success it returns the pointer as written. If another writer won, the
+// On success it returns the pointer as written: the value read back when
+// the outcome had to be settled by a read (see landed; its WriteID is empty
+// if others built on top and which of several writes landed cannot be
+// told). If another writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. A commit that references a generation below the collector's
@@ -116,11 +120,11 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	}
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
-	next.Format, next.WriteID = pointer.Format, "check"
-	if _, err := pointer.Encode(next); err != nil {
-		return nil, tx.abort(ctx, err)
+	if err := encodes(next); err != nil {
+		return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
 	cur, etag := tx.base, tx.baseETag
+	var sent []string // the write ids of the pointer writes sent
 	for attempt := 0; ; attempt++ {
 		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
 			return nil, tx.abort(ctx, err)
@@ -130,9 +134,21 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			next.Fence, next.Fences, next.FencedOnly = cur.Fence, cur.Fences, cur.FencedOnly
 		}
 		if opts.Fence != 0 {
+			if err := next.CheckFence(opts.FenceLease); err != nil {
+				return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+			}
 			next.SetFence(opts.FenceLease, opts.Fence)
 		}
+		// With the fences and the collector's fields of cur, the pointer
+		// may no longer fit: refuse it before sending, not as an unknown
+		// outcome. An earlier write of this commit was settled as not
+		// applied and had cur's old ETag as its condition: cur changed to
+		// make next grow, so that write cannot land.
+		if err := encodes(next); err != nil {
+			return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
+		sent = append(sent, next.WriteID)
 		if werr == nil {
 			return next, tx.confirmHold(ctx, next)
 		}
@@ -162,7 +178,8 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		switch o {
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
-			return next, tx.confirmHold(ctx, next)
+			written := landed(got, next, sent)
+			return written, tx.confirmHold(ctx, written)
 		case lost:
 			winner := tx.winner
 			tx.discardQuietly(ctx)
@@ -179,6 +196,46 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			}
 		}
 	}
+}
+
+// encodes refuses a pointer that cannot be encoded, before it is sent. It
+// encodes with a write id of the length pointer.Write gives, and with the
+// collector's fields set where they are not, so that the collector can
+// always rewrite the pointer (see pointer.MaxFences).
+func encodes(p *pointer.Pointer) error {
+	c := *p
+	c.Format, c.WriteID = pointer.Format, "00000000-0000-0000-0000-000000000000"
+	far := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	if c.GCHorizon.IsZero() {
+		c.GCHorizon = far
+	}
+	if c.GCCommittedAt.IsZero() {
+		c.GCCommittedAt = far
+	}
+	c.GCFloor, c.GCToken = math.MaxUint64, math.MaxUint64
+	_, err := pointer.Encode(&c)
+	return err
+}
+
+// landed returns the pointer value our commit wrote, once the read-back
+// got proved the commit ours. An earlier write of this commit may have
+// landed and a later resend failed its condition, so next, which carries
+// the last write's id, is not necessarily it. If got is still our
+// generation at our seq, got is the value (possibly since rewritten by the
+// collector or a fence registration, which keep the commit). If others
+// already built on top, it is next with the id of the one write sent, or
+// with an empty write id when more than one was sent and which landed
+// cannot be told.
+func landed(got, next *pointer.Pointer, sent []string) *pointer.Pointer {
+	if got.Seq == next.Seq && got.Generation == next.Generation {
+		return got
+	}
+	p := *next
+	p.WriteID = ""
+	if len(sent) == 1 {
+		p.WriteID = sent[0]
+	}
+	return &p
 }
 
 type outcome int

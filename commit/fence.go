@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/pointer"
@@ -48,6 +49,9 @@ func (d *Dataset) RegisterFence(ctx context.Context, lease string, token uint64)
 			}
 			return false, nil
 		}
+		if err := p.CheckFence(lease); err != nil {
+			return false, err
+		}
 		p.SetFence(lease, token)
 		return true, nil
 	})
@@ -67,6 +71,42 @@ func (d *Dataset) SetFencedOnly(ctx context.Context, on bool) error {
 			return false, nil
 		}
 		p.FencedOnly = on
+		return true, nil
+	})
+	if errors.Is(err, errNoPointer) {
+		return ErrNoCommits
+	}
+	return err
+}
+
+// ForgetFence removes the fence of the lease with this identity from the
+// pointer ("" is the unnamed lease), with a compare-and-swap that changes
+// nothing else. It is the operator's way to make room when the pointer
+// keeps pointer.MaxFences leases, or to drop the identity of a lease no
+// longer used. It is the operator's call because it re-admits that lease's
+// lower tokens: a former holder paused past its TTL could commit again, so
+// forget only a lease that no writer holds or will wake up holding. It
+// returns ErrNoCommits on a dataset without a pointer, and ErrNotFound if
+// the pointer keeps no fence for the identity.
+func (d *Dataset) ForgetFence(ctx context.Context, lease string) error {
+	sent := false
+	err := d.rewritePointer(ctx, "forget fence", func(p *pointer.Pointer) (bool, error) {
+		if p.FenceOf(lease) == 0 {
+			if sent {
+				return false, nil // an earlier write of ours landed
+			}
+			return false, fmt.Errorf("%w: the pointer keeps no fence for lease %q", ErrNotFound, lease)
+		}
+		sent = true
+		if lease == "" {
+			p.Fence = 0
+			return true, nil
+		}
+		p.Fences = maps.Clone(p.Fences)
+		delete(p.Fences, lease)
+		if len(p.Fences) == 0 {
+			p.Fences = nil
+		}
 		return true, nil
 	})
 	if errors.Is(err, errNoPointer) {
@@ -108,6 +148,9 @@ func (d *Dataset) rewritePointer(ctx context.Context, what string, change func(*
 			return err
 		}
 		next.GCCommittedAt = p.CommittedAtServer(attrs.LastModified)
+		if err := encodes(&next); err != nil {
+			return fmt.Errorf("commit: %s: refused before sending the pointer: %w", what, err)
+		}
 		if _, werr = pointer.Write(ctx, d.s, &next, attrs.ETag); werr == nil {
 			return nil
 		}

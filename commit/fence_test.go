@@ -3,6 +3,7 @@ package commit_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +179,48 @@ func TestRegisterFenceCost(t *testing.T) {
 	assert.EqualValues(t, 3, after.FenceOf(id))
 	_, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{Fence: 3, FenceLease: id})
 	require.NoError(t, err, "the registering holder commits")
+}
+
+// TestForgetFence: forgetting a lease's fence makes room for another lease
+// when the pointer keeps pointer.MaxFences, and re-admits the forgotten
+// lease's lower tokens, which is why it is the operator's call. A commit
+// of a new lease, like a registration, is refused while the pointer is
+// full.
+func TestForgetFence(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		assert.ErrorIs(t, d.ForgetFence(ctx, "s3://bucket/_lease/a"), commit.ErrNoCommits)
+		_, err := publish(t, d, map[string]string{"x": "first"}, commit.CommitOptions{Fence: 3})
+		require.NoError(t, err)
+		id := func(n int) string { return fmt.Sprintf("s3://bucket/_lease/job-%03d", n) }
+		for n := range pointer.MaxFences {
+			require.NoError(t, d.RegisterFence(ctx, id(n), 5))
+		}
+		newcomer := id(pointer.MaxFences)
+		_, err = publish(t, d, map[string]string{"x": "new lease"}, commit.CommitOptions{Fence: 1, FenceLease: newcomer})
+		require.ErrorIs(t, err, pointer.ErrFenceLimit)
+		require.ErrorIs(t, d.RegisterFence(ctx, newcomer, 1), pointer.ErrFenceLimit)
+
+		before := readPointer(t, s)
+		require.NoError(t, d.ForgetFence(ctx, id(7)))
+		after := readPointer(t, s)
+		assert.Len(t, after.Fences, pointer.MaxFences-1)
+		assert.Zero(t, after.FenceOf(id(7)))
+		assert.Equal(t, before.Generation, after.Generation, "forgetting is not a commit")
+		assert.Equal(t, before.Seq, after.Seq)
+		assert.ErrorIs(t, d.ForgetFence(ctx, id(7)), commit.ErrNotFound)
+
+		require.NoError(t, d.RegisterFence(ctx, newcomer, 1))
+		_, err = publish(t, d, map[string]string{"x": "lower token"}, commit.CommitOptions{Fence: 2, FenceLease: id(7)})
+		require.ErrorIs(t, err, pointer.ErrFenceLimit, "full again")
+		require.NoError(t, d.ForgetFence(ctx, id(8)))
+		_, err = publish(t, d, map[string]string{"x": "lower token"}, commit.CommitOptions{Fence: 2, FenceLease: id(7)})
+		require.NoError(t, err, "token 2 of a forgotten lease that had 5 commits again")
+
+		require.NoError(t, d.ForgetFence(ctx, ""), "the unnamed lease")
+		assert.Zero(t, readPointer(t, s).Fence)
+		_, err = publish(t, d, map[string]string{"x": "unnamed 1"}, commit.CommitOptions{Fence: 1})
+		require.NoError(t, err)
+	})
 }

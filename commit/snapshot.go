@@ -162,8 +162,11 @@ func (d *Dataset) loadManifest(ctx context.Context, gen, wantSHA string) (*gener
 }
 
 // Open opens one file of the snapshot. The reader verifies the size and
-// sha256 while streaming and returns an error matching ErrChecksum at EOF
-// on a mismatch: treat the data as good only after a nil error at EOF. It
+// sha256 while streaming and returns an error matching ErrChecksum on a
+// mismatch, at the latest in the Read that would deliver the manifest's
+// last byte, which then delivers none of its bytes: a reader that stops at
+// exactly the manifest's size (io.ReadFull, io.CopyN) gets the error too.
+// Treat the data as good only after a nil error at that point. It
 // never delivers a byte beyond the manifest's size: a longer file fails
 // there, and a stored object whose length differs from the manifest's
 // (when it is stored as is) fails before any byte. A file whose object is
@@ -226,7 +229,10 @@ type verifier struct {
 	r   io.Reader
 	h   hash.Hash
 	n   int64
-	err error // sticky, once the stream failed verification
+	// summed is set once the sha256 of the manifest's size was checked,
+	// in the Read that delivered the last byte.
+	summed bool
+	err    error // sticky, once the stream failed verification
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
@@ -234,25 +240,30 @@ func (v *verifier) Read(p []byte) (int, error) {
 		return 0, v.err
 	}
 	n, err := v.r.Read(p)
-	if over := v.n + int64(n) - v.e.Size; over > 0 {
+	over := v.n + int64(n) - v.e.Size
+	if over > 0 {
 		// Deliver the bytes up to the manifest's size, and not one more.
 		n -= int(over)
-		v.n += int64(n)
-		v.h.Write(p[:n])
-		v.err = fmt.Errorf("%w: %q (key %q) is longer than the %d bytes its manifest says", ErrChecksum, v.e.Path, v.e.Key, v.e.Size)
-		return n, v.err
 	}
 	v.n += int64(n)
 	v.h.Write(p[:n])
-	if err == io.EOF {
-		if v.n != v.e.Size {
-			v.err = fmt.Errorf("%w: %q (key %q) has %d bytes, its manifest says %d", ErrChecksum, v.e.Path, v.e.Key, v.n, v.e.Size)
-			return n, v.err
-		}
+	if v.n == v.e.Size && !v.summed {
+		// The last byte the manifest promises: check the sum before
+		// delivering it, as a reader that reads exactly the size (ReadFull,
+		// CopyN) never asks for the EOF.
+		v.summed = true
 		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.e.SHA256 {
 			v.err = fmt.Errorf("%w: %q (key %q) has sha256 %s, its manifest says %s", ErrChecksum, v.e.Path, v.e.Key, got, v.e.SHA256)
-			return n, v.err
+			return 0, v.err
 		}
+	}
+	if over > 0 {
+		v.err = fmt.Errorf("%w: %q (key %q) is longer than the %d bytes its manifest says", ErrChecksum, v.e.Path, v.e.Key, v.e.Size)
+		return n, v.err
+	}
+	if err == io.EOF && v.n != v.e.Size {
+		v.err = fmt.Errorf("%w: %q (key %q) has %d bytes, its manifest says %d", ErrChecksum, v.e.Path, v.e.Key, v.n, v.e.Size)
+		return n, v.err
 	}
 	return n, err
 }

@@ -36,6 +36,24 @@ const Format = 1
 // MaxSize is the largest pointer body accepted.
 const MaxSize = 64 << 10
 
+// MaxFences bounds the lease identities a pointer keeps a fence for, and
+// MaxIdentity the length of one identity in bytes. Fences are never
+// dropped by commits, so without a bound lease registrations would fill
+// the pointer until neither a commit nor the collector's rewrite fits in
+// MaxSize. At the bounds the fences take about 53 KiB, which leaves the
+// rest of MaxSize to a commit's message and meta and to the collector's
+// fields. A pointer that holds more (written before the bounds) still
+// reads and is rewritten as is; only a new identity is refused
+// (CheckFence). An operator makes room by forgetting fences
+// (commit.Dataset.ForgetFence).
+const (
+	MaxFences   = 100
+	MaxIdentity = 512
+)
+
+// ErrFenceLimit is matched by the error of CheckFence.
+var ErrFenceLimit = errors.New("pointer: fence limit")
+
 // ErrCorrupt is matched by every error about a malformed pointer.
 var ErrCorrupt = errors.New("pointer: corrupt pointer")
 
@@ -214,6 +232,19 @@ func (p *Pointer) SetFence(lease string, token uint64) {
 	maps.Copy(m, p.Fences)
 	m[lease] = token
 	p.Fences = m
+}
+
+// CheckFence refuses a fence for lease that p cannot take: an identity
+// longer than MaxIdentity, or a new identity when p already keeps
+// MaxFences. The unnamed lease ("") and a lease p already keeps pass.
+func (p *Pointer) CheckFence(lease string) error {
+	if len(lease) > MaxIdentity {
+		return fmt.Errorf("%w: lease identity %.64q... has %d bytes, more than the %d a pointer takes", ErrFenceLimit, lease, len(lease), MaxIdentity)
+	}
+	if _, ok := p.Fences[lease]; lease == "" || ok || len(p.Fences) < MaxFences {
+		return nil
+	}
+	return fmt.Errorf("%w: the pointer keeps fences of %d leases, the most it takes, so lease %q cannot be added; forget fences no longer in use (publish fences --forget)", ErrFenceLimit, len(p.Fences), lease)
 }
 
 // CommittedAtServer returns the store's time at which p's generation was

@@ -20,6 +20,9 @@ type fencesOptions struct {
 	*globalOptions
 	URL                    string
 	Require, AllowUnfenced bool
+	// Forget is the lease identity whose fence to remove, if forget is set.
+	Forget string
+	forget bool
 }
 
 func newFencesCommand(g *globalOptions) *cobra.Command {
@@ -38,20 +41,30 @@ token of the same lease is refused (status 6); tokens of different leases
 are never compared. A commit without a token is not fenced, unless
 --require made the dataset take fenced writers only; --allow-unfenced
 undoes that. Either change is one conditional write of the pointer and
-changes nothing else.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
+changes nothing else.
+
+The pointer keeps the fences of at most 100 leases, of identities up to 512
+bytes; a commit or a registration of another lease is then refused.
+--forget ID removes the fence of lease ID ('' for the unnamed lease), one
+conditional write too. It is your call, not the tool's: it re-admits that
+lease's lower tokens, so a former holder paused past its TTL could commit
+again. Forget only leases that no writer holds or will wake up holding.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish fences s3://bucket/daily
-  publish fences --require s3://bucket/daily`,
+  publish fences --require s3://bucket/daily
+  publish fences --forget s3://bucket/jobs/_lease/nightly-0412 s3://bucket/daily`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
 			if opts.Require && opts.AllowUnfenced {
 				return usagef("--require and --allow-unfenced exclude each other")
 			}
+			opts.forget = cmd.Flags().Changed("forget")
 			return runFences(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Require, "require", false, "refuse commits that carry no fencing token from now on")
 	cmd.Flags().BoolVar(&opts.AllowUnfenced, "allow-unfenced", false, "take commits without a fencing token again")
+	cmd.Flags().StringVar(&opts.Forget, "forget", "", "remove the fence of the lease with this identity (re-admits its lower tokens)")
 	return cmd
 }
 
@@ -70,6 +83,11 @@ func runFences(ctx context.Context, opts fencesOptions, stdout io.Writer) error 
 	}
 	if opts.Require || opts.AllowUnfenced {
 		if err := d.SetFencedOnly(ctx, opts.Require); err != nil {
+			return describe(opts.URL, err)
+		}
+	}
+	if opts.forget {
+		if err := d.ForgetFence(ctx, opts.Forget); err != nil {
 			return describe(opts.URL, err)
 		}
 	}

@@ -67,6 +67,15 @@ func TestFencesPerLeaseCLI(t *testing.T) {
 			tg.ok(t, "put", "--lease", "b", src2, url)
 			tg.ok(t, "fences", "--allow-unfenced", url)
 			tg.ok(t, "put", src, url)
+
+			// Forgetting lease a's fence re-admits its lower token.
+			var left fencesResult
+			require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "fences", "--json", "--forget", idA, url)), &left))
+			assert.Equal(t, map[string]uint64{id: 1, must(lease.Identity(url, "b")): 2}, left.Fences)
+			tg.ok(t, "put", "--fence", "5", "--fence-lease", idA, src2, url)
+			r = tg.run(t, "fences", "--forget", "s3://nowhere/_lease/x", url)
+			assert.Equal(t, exitError, r.code, r.stderr)
+			assert.Contains(t, r.stderr, "s3://nowhere/_lease/x")
 		})
 	}
 }
