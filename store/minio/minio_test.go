@@ -22,7 +22,6 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
-	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
