@@ -94,6 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
 		{"unknown flag", []string{"ls", "--nope", "mem://x"}, exitUsage, "unknown flag: --nope"},
 		{"unknown scheme", []string{"ls", "ftp://host/x"}, exitUsage, `unknown URL scheme "ftp"`},
+		{"bad timeout in a URL", []string{"ls", "s3://bucket/x?timeout=soon"}, exitUsage, `timeout="soon" is not a positive duration`},
 		{"s3 URL with credentials", []string{"ls", "s3://AKIDEXAMPLE:hunter2@bucket/x"}, exitUsage, "user information"},
 		{"seq and gen", []string{"ls", "--seq", "1", "--gen", gen, "mem://x"}, exitUsage, "[gen seq]"},
 		{"bad generation", []string{"ls", "--gen", "nope", "mem://x"}, exitUsage, `bad id "nope"`},

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/commitptr/commitptr/commit"
@@ -30,20 +31,27 @@ type globalOptions struct {
 	Region    string
 	Profile   string
 	PathStyle bool
+	Timeouts  store.Timeouts
 	JSON      bool
 	Verbose   int
 
 	// logger is built from Verbose before a command runs.
 	logger *slog.Logger
+	// flags are the global flags, to tell given ones from defaults.
+	flags *pflag.FlagSet
 }
 
 // AddFlags registers the global flags.
 func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
+	g.flags = f
 	f.StringVar(&g.Endpoint, "endpoint", "", "S3 endpoint URL for S3-compatible servers (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, or AWS)")
 	f.StringVar(&g.Region, "region", "", "S3 region (default: $AWS_REGION or the profile's region)")
 	f.StringVar(&g.Profile, "profile", "", "AWS shared-config profile (default: $AWS_PROFILE)")
 	f.BoolVar(&g.PathStyle, "path-style", false, "address buckets as ENDPOINT/BUCKET, as most S3-compatible servers need")
+	f.DurationVar(&g.Timeouts.Connect, "connect-timeout", store.DefaultConnectTimeout, "S3: give up on a connection (TCP and TLS) not made within this time (URL: ?connect_timeout=)")
+	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=)")
+	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "S3: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
 	f.CountVarP(&g.Verbose, "verbose", "v", "log to stderr (-v info, -vv debug)")
 }
@@ -81,6 +89,7 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	}
 	s, err := store.Open(ctx, rawURL, store.Config{
 		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: g.PathStyle,
+		Timeouts: g.explicitTimeouts(),
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
@@ -90,6 +99,25 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	}
 	g.log().Debug("opened store", "url", u.Redacted())
 	return s, nil
+}
+
+// explicitTimeouts returns the timeouts given on the command line; the
+// others stay zero, so that the URL's parameters or the defaults apply.
+func (g *globalOptions) explicitTimeouts() store.Timeouts {
+	var t store.Timeouts
+	if g.flags == nil {
+		return g.Timeouts
+	}
+	if g.flags.Changed("connect-timeout") {
+		t.Connect = g.Timeouts.Connect
+	}
+	if g.flags.Changed("timeout") {
+		t.Header = g.Timeouts.Header
+	}
+	if g.flags.Changed("idle-timeout") {
+		t.Idle = g.Timeouts.Idle
+	}
+	return t
 }
 
 // openDataset opens the dataset at a URL.

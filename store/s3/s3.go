@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithymiddleware "github.com/aws/smithy-go/middleware"
 
+	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -60,9 +61,12 @@ type Options struct {
 	// bucket.endpoint, as most S3-compatible servers need. The environment
 	// variable AWS_S3_USE_PATH_STYLE=true turns it on too.
 	PathStyle bool
-	// HTTPClient, if not nil, sends the S3 requests. Its TLS settings are
-	// its own: AWS_CA_BUNDLE applies only to the default client.
+	// HTTPClient, if not nil, sends the S3 requests. Its TLS settings and
+	// timeouts are its own: AWS_CA_BUNDLE and Timeouts apply only to the
+	// default client.
 	HTTPClient *http.Client
+	// Timeouts bound each request; zero fields are the defaults.
+	Timeouts store.Timeouts
 }
 
 // Store is a store.Store backed by one S3 bucket. It is safe for concurrent
@@ -106,11 +110,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// The SDK keeps 10 idle connections per host by default; commitptr
 	// uploads and downloads 16 or more objects at once, so it would
 	// reconnect constantly. The buildable client keeps AWS_CA_BUNDLE
-	// working.
+	// working. It has no response header or idle timeout of its own.
 	load := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConns = maxIdleConns
 			t.MaxIdleConnsPerHost = maxIdleConns
+			httptimeout.Apply(t, opts.Timeouts)
 		})),
 	}
 	if opts.Region != "" {
@@ -135,6 +140,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		if opts.HTTPClient != nil {
 			o.HTTPClient = opts.HTTPClient
 		}
+		o.HTTPClient = httptimeout.Client(o.HTTPClient, opts.Timeouts)
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
