@@ -82,12 +82,18 @@ func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
 }
 
 // ParseURL parses a store URL. A string without a scheme is a local path and
-// becomes a file:// URL with an absolute path.
+// becomes a file:// URL with an absolute path. A string whose first path
+// element has a colon, such as rclone's "s3:bucket" or "remote:path" or a
+// mistyped "s3:/bucket", is refused with a hint: a local path with a colon
+// is written "./s3:bucket".
 func ParseURL(rawURL string) (*url.URL, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("store: empty URL")
 	}
 	if !strings.Contains(rawURL, "://") {
+		if err := notRemote(rawURL); err != nil {
+			return nil, err
+		}
 		abs, err := filepath.Abs(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("store: path %q: %w", rawURL, err)
@@ -103,6 +109,26 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	return u, nil
+}
+
+// cloudSchemes are URL schemes of object stores that people write in the
+// rclone form "scheme:bucket", whether or not a driver is registered.
+var cloudSchemes = []string{"s3", "minio", "gs", "gcs", "az", "azure", "b2", "r2", "swift", "file", "mem"}
+
+// notRemote refuses a local path whose first element has a colon: it is a
+// URL or an rclone remote written without "//".
+func notRemote(p string) error {
+	first, _, _ := strings.Cut(p, "/")
+	name, _, ok := strings.Cut(first, ":")
+	if !ok || (filepath.VolumeName(p) != "" && len(name) == 1) {
+		return nil // no colon, or a Windows drive letter
+	}
+	_, path, _ := strings.Cut(p, ":")
+	path = strings.TrimLeft(path, "/")
+	if slices.Contains(cloudSchemes, strings.ToLower(name)) {
+		return fmt.Errorf("store: %q is not a URL: write %s://%s (a local path with a colon is written ./%s)", p, strings.ToLower(name), path, p)
+	}
+	return fmt.Errorf("store: %q looks like an rclone remote, which publish does not read: write a URL such as s3://bucket/prefix (a local path with a colon is written ./%s)", p, p)
 }
 
 // CleanPrefix turns a URL path into a key prefix: no leading slash, and a
