@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/minio"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -19,10 +20,7 @@ func TestLeftovers(t *testing.T) {
 	opts := options(t)
 	s := newStore(t, opts)
 	ctx := context.Background()
-	u, err := url.Parse(opts.Endpoint)
-	require.NoError(t, err)
-	raw, err := miniogo.NewCore(u.Host, &miniogo.Options{Creds: opts.Credentials, Region: opts.Region, BucketLookup: miniogo.BucketLookupPath})
-	require.NoError(t, err)
+	raw := rawCore(t, opts)
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
 		id, err := raw.NewMultipartUpload(ctx, opts.Bucket, key, miniogo.PutObjectOptions{})
 		require.NoError(t, err)
@@ -31,4 +29,14 @@ func TestLeftovers(t *testing.T) {
 		require.NoError(t, err)
 		return int64(len(part))
 	})
+}
+
+// rawCore returns a minio-go client of the bucket's server, without the
+// driver.
+func rawCore(t *testing.T, opts minio.Options) *miniogo.Core {
+	u, err := url.Parse(opts.Endpoint)
+	require.NoError(t, err)
+	raw, err := miniogo.NewCore(u.Host, &miniogo.Options{Creds: opts.Credentials, Region: opts.Region, BucketLookup: miniogo.BucketLookupPath})
+	require.NoError(t, err)
+	return raw
 }

@@ -48,7 +48,8 @@ const DefaultRegion = "us-east-1"
 // retryable error, the first attempt included.
 const maxAttempts = 3
 
-// abortTimeout bounds the best-effort abort of a failed multipart upload.
+// abortTimeout bounds the best-effort abort of a failed multipart upload,
+// and the request that starts one.
 const abortTimeout = 30 * time.Second
 
 // Options configures New. Zero fields fall back to the AWS environment.
@@ -356,7 +357,11 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // bytes, and completes the upload. It aborts the upload on failure. want is
 // the size the caller announced, or 0. Conditional writes never come here.
 func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
-	id, err := s.core.NewMultipartUpload(ctx, s.bucket, key, po)
+	// Started on a context of its own: cancelled halfway, the request
+	// could create an upload whose id never reaches us to abort it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	id, err := s.core.NewMultipartUpload(cctx, s.bucket, key, po)
+	cancel()
 	if err != nil {
 		return info, 0, err
 	}

@@ -38,6 +38,11 @@ const maxIdleConns = 256
 // partSize is the size of each part of a multipart upload.
 const partSize = 8 << 20
 
+// abortTimeout bounds the abort of a failed multipart upload, and the
+// CreateMultipartUpload that starts one; both run on a context that the
+// caller's cancellation does not reach.
+const abortTimeout = 30 * time.Second
+
 // DefaultRegion is the region used when neither Options nor the AWS
 // configuration names one.
 const DefaultRegion = "us-east-1"
@@ -155,13 +160,30 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	return &Store{
 		client: client,
-		uploader: transfermanager.New(client, func(o *transfermanager.Options) {
+		uploader: transfermanager.New(detachedCreate{client}, func(o *transfermanager.Options) {
 			o.MultipartUploadThreshold = PartThreshold
 			o.PartSizeBytes = partSize
+			// Without it, the abort of an upload that failed because
+			// ctx was cancelled runs on ctx, fails at once, and leaves
+			// the upload behind.
+			o.FailTimeout = abortTimeout
 		}),
 		bucket:   opts.Bucket,
 		endpoint: endpoint,
 	}, nil
+}
+
+// detachedCreate is the client the uploader uses. It sends
+// CreateMultipartUpload on a context of its own, bounded by abortTimeout:
+// cancelled halfway, the request could create an upload whose id never
+// reaches the uploader, which then cannot abort it. Once the uploader has
+// the id, every way a Put can fail ends in an abort.
+type detachedCreate struct{ *awss3.Client }
+
+func (c detachedCreate) CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, opts ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	return c.Client.CreateMultipartUpload(ctx, in, opts...)
 }
 
 // Get opens the object for reading. The caller must close the body. If the
