@@ -96,6 +96,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown scheme", []string{"ls", "ftp://host/x"}, exitUsage, `unknown URL scheme "ftp"`},
 		{"rclone-style s3 destination", []string{"put", src, "s3:bucket/daily"}, exitUsage, "write s3://bucket/daily"},
 		{"rclone remote", []string{"ls", "backup:datasets"}, exitUsage, "looks like an rclone remote"},
+		{"zero timeout flag", []string{"--timeout", "0s", "ls", "s3://bucket/x"}, exitUsage, "--timeout 0s: want a positive duration"},
 		{"bad timeout in a URL", []string{"ls", "s3://bucket/x?timeout=soon"}, exitUsage, `timeout="soon" is not a positive duration`},
 		{"s3 URL with credentials", []string{"ls", "s3://AKIDEXAMPLE:hunter2@bucket/x"}, exitUsage, "user information"},
 		{"seq and gen", []string{"ls", "--seq", "1", "--gen", gen, "mem://x"}, exitUsage, "[gen seq]"},

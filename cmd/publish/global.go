@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -87,9 +88,13 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	if !slices.Contains(store.Schemes(), u.Scheme) {
 		return nil, usagef("unknown URL scheme %q in %q (known: %s)", u.Scheme, u.Redacted(), strings.Join(store.Schemes(), ", "))
 	}
+	timeouts, err := g.explicitTimeouts()
+	if err != nil {
+		return nil, err
+	}
 	s, err := store.Open(ctx, rawURL, store.Config{
 		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: g.PathStyle,
-		Timeouts: g.explicitTimeouts(),
+		Timeouts: timeouts,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
@@ -103,21 +108,28 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 
 // explicitTimeouts returns the timeouts given on the command line; the
 // others stay zero, so that the URL's parameters or the defaults apply.
-func (g *globalOptions) explicitTimeouts() store.Timeouts {
-	var t store.Timeouts
+func (g *globalOptions) explicitTimeouts() (store.Timeouts, error) {
 	if g.flags == nil {
-		return g.Timeouts
+		return g.Timeouts, nil
 	}
-	if g.flags.Changed("connect-timeout") {
-		t.Connect = g.Timeouts.Connect
+	var t store.Timeouts
+	for _, f := range []struct {
+		name      string
+		val, dest *time.Duration
+	}{
+		{"connect-timeout", &g.Timeouts.Connect, &t.Connect},
+		{"timeout", &g.Timeouts.Header, &t.Header},
+		{"idle-timeout", &g.Timeouts.Idle, &t.Idle},
+	} {
+		if !g.flags.Changed(f.name) {
+			continue
+		}
+		if *f.val <= 0 {
+			return t, usagef("--%s %s: want a positive duration such as 30s", f.name, *f.val)
+		}
+		*f.dest = *f.val
 	}
-	if g.flags.Changed("timeout") {
-		t.Header = g.Timeouts.Header
-	}
-	if g.flags.Changed("idle-timeout") {
-		t.Idle = g.Timeouts.Idle
-	}
-	return t
+	return t, nil
 }
 
 // openDataset opens the dataset at a URL.
