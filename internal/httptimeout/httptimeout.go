@@ -90,8 +90,9 @@ type roundTripper struct {
 }
 
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	resp, err := rt.base.RoundTrip(req)
-	return resp, explain(req, err, rt.t)
+	return resp, explain(req, err, rt.t, start)
 }
 
 // Doer is an HTTP client, as the AWS SDK takes one.
@@ -108,12 +109,15 @@ type client struct {
 }
 
 func (c client) Do(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	resp, err := c.c.Do(req)
-	return resp, explain(req, err, c.t)
+	return resp, explain(req, err, c.t, start)
 }
 
-// explain turns a timeout of req into an *Error naming req's endpoint.
-func explain(req *http.Request, err error, t store.Timeouts) error {
+// explain turns a timeout of req, sent at start, into an *Error naming
+// req's endpoint. A timeout that came sooner than the limit is not one of
+// ours (a transport below may report its own) and is left alone.
+func explain(req *http.Request, err error, t store.Timeouts, start time.Time) error {
 	if err == nil || req.Context().Err() != nil || !isTimeout(err) {
 		return err
 	}
@@ -124,10 +128,14 @@ func explain(req *http.Request, err error, t store.Timeouts) error {
 	}
 	// net/http's timeout errors have unexported types; the TLS handshake
 	// timeout says so in its message, every other one is the header timeout.
+	kind, limit := kindHeader, t.Header
 	if strings.Contains(err.Error(), "TLS handshake timeout") {
-		return &Error{Endpoint: endpoint, Kind: kindConnect, Limit: t.Connect, Err: err}
+		kind, limit = kindConnect, t.Connect
 	}
-	return &Error{Endpoint: endpoint, Kind: kindHeader, Limit: t.Header, Err: err}
+	if time.Since(start) < limit {
+		return err
+	}
+	return &Error{Endpoint: endpoint, Kind: kind, Limit: limit, Err: err}
 }
 
 // idleConn is a connection whose every Read and Write first pushes both
