@@ -10,17 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Config carries settings that are not part of a store URL, typically from
 // command-line flags. Zero fields fall back to the URL's query parameters
-// (endpoint, region, profile, path_style) and then to the usual AWS
-// environment variables and shared config files.
+// (endpoint, region, profile, path_style, connect_timeout, timeout,
+// idle_timeout) and then to the usual AWS environment variables and shared
+// config files, or to the default timeouts.
 type Config struct {
 	Endpoint  string // S3 endpoint URL, e.g. http://127.0.0.1:7070
 	Region    string
 	Profile   string
-	PathStyle bool // address buckets as endpoint/bucket instead of bucket.endpoint
+	PathStyle bool     // address buckets as endpoint/bucket instead of bucket.endpoint
+	Timeouts  Timeouts // per-request limits of the S3 drivers
 }
 
 // Opener opens a store for a parsed URL. Drivers register one per scheme.
@@ -79,12 +82,18 @@ func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
 }
 
 // ParseURL parses a store URL. A string without a scheme is a local path and
-// becomes a file:// URL with an absolute path.
+// becomes a file:// URL with an absolute path. A string whose first path
+// element has a colon, such as rclone's "s3:bucket" or "remote:path" or a
+// mistyped "s3:/bucket", is refused with a hint: a local path with a colon
+// is written "./s3:bucket".
 func ParseURL(rawURL string) (*url.URL, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("store: empty URL")
 	}
 	if !strings.Contains(rawURL, "://") {
+		if err := notRemote(rawURL); err != nil {
+			return nil, err
+		}
 		abs, err := filepath.Abs(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("store: path %q: %w", rawURL, err)
@@ -100,6 +109,26 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	return u, nil
+}
+
+// cloudSchemes are URL schemes of object stores that people write in the
+// rclone form "scheme:bucket", whether or not a driver is registered.
+var cloudSchemes = []string{"s3", "minio", "gs", "gcs", "az", "azure", "b2", "r2", "swift", "file", "mem"}
+
+// notRemote refuses a local path whose first element has a colon: it is a
+// URL or an rclone remote written without "//".
+func notRemote(p string) error {
+	first, _, _ := strings.Cut(p, "/")
+	name, _, ok := strings.Cut(first, ":")
+	if !ok || (filepath.VolumeName(p) != "" && len(name) == 1) {
+		return nil // no colon, or a Windows drive letter
+	}
+	_, path, _ := strings.Cut(p, ":")
+	path = strings.TrimLeft(path, "/")
+	if slices.Contains(cloudSchemes, strings.ToLower(name)) {
+		return fmt.Errorf("store: %q is not a URL: write %s://%s (a local path with a colon is written ./%s)", p, strings.ToLower(name), path, p)
+	}
+	return fmt.Errorf("store: %q looks like an rclone remote, which publish does not read: write a URL such as s3://bucket/prefix (a local path with a colon is written ./%s)", p, p)
 }
 
 // CleanPrefix turns a URL path into a key prefix: no leading slash, and a
@@ -118,8 +147,10 @@ func CleanPrefix(p string) (string, error) {
 }
 
 // BucketURL reads the common form of bucket URLs,
-// scheme://bucket/prefix?endpoint=...&region=...&profile=...&path_style=true,
-// for the S3 drivers. Non-zero fields of cfg override the query
+// scheme://bucket/prefix?endpoint=...&region=...&profile=...&path_style=true
+// &connect_timeout=10s&timeout=30s&idle_timeout=60s, for the S3 drivers. The
+// three timeouts are the fields of Timeouts; merged.Timeouts has the
+// defaults filled in. Non-zero fields of cfg override the query
 // parameters. It refuses user information (credentials belong in the AWS
 // chain, never in a URL), a port on the bucket, and unknown parameters.
 func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, err error) {
@@ -138,9 +169,19 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 	if err != nil {
 		return bad("bad query: %v", err)
 	}
+	known := []string{"endpoint", "region", "profile", "path_style", "connect_timeout", "timeout", "idle_timeout"}
 	for k := range q {
-		if !slices.Contains([]string{"endpoint", "region", "profile", "path_style"}, k) {
-			return bad("unknown parameter %q (known: endpoint, region, profile, path_style)", k)
+		if !slices.Contains(known, k) {
+			return bad("unknown parameter %q (known: %s)", k, strings.Join(known, ", "))
+		}
+	}
+	var fromURL Timeouts
+	for _, p := range []struct {
+		name string
+		d    *time.Duration
+	}{{"connect_timeout", &fromURL.Connect}, {"timeout", &fromURL.Header}, {"idle_timeout", &fromURL.Idle}} {
+		if *p.d, err = parseTimeout(p.name, q.Get(p.name)); err != nil {
+			return bad("%v", err)
 		}
 	}
 	merged = Config{
@@ -148,6 +189,11 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 		Region:    cmp.Or(cfg.Region, q.Get("region")),
 		Profile:   cmp.Or(cfg.Profile, q.Get("profile")),
 		PathStyle: cfg.PathStyle,
+		Timeouts: Timeouts{
+			Connect: cmp.Or(cfg.Timeouts.Connect, fromURL.Connect),
+			Header:  cmp.Or(cfg.Timeouts.Header, fromURL.Header),
+			Idle:    cmp.Or(cfg.Timeouts.Idle, fromURL.Idle),
+		}.OrDefaults(),
 	}
 	if v := q.Get("path_style"); v != "" && !cfg.PathStyle {
 		if merged.PathStyle, err = strconv.ParseBool(v); err != nil {

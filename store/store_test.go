@@ -98,4 +98,33 @@ func TestParseURL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "s3", u.Scheme)
 	assert.Equal(t, "bucket", u.Host)
+
+	// A local path with a colon is written with ./ in front.
+	u, err = store.ParseURL("./s3:bucket")
+	require.NoError(t, err)
+	assert.Equal(t, "file", u.Scheme)
+	assert.True(t, strings.HasSuffix(u.Path, "/s3:bucket"))
+	u, err = store.ParseURL("dir/s3:bucket")
+	require.NoError(t, err)
+	assert.Equal(t, "file", u.Scheme)
+}
+
+// TestParseURLRefusesRemotes: rclone-style strings are not local paths.
+func TestParseURLRefusesRemotes(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3:bucket":        "write s3://bucket (a local path with a colon is written ./s3:bucket)",
+		"s3:/bucket/x":     "write s3://bucket/x",
+		"S3:bucket/daily":  "write s3://bucket/daily",
+		"gs:bucket":        "write gs://bucket",
+		"az:container/x":   "write az://container/x",
+		"minio:bucket":     "write minio://bucket",
+		"myremote:data/x":  "looks like an rclone remote",
+		"my-remote:":       "written ./my-remote:",
+		"backup:/var/data": "write a URL such as s3://bucket/prefix",
+	} {
+		_, err := store.ParseURL(in)
+		if assert.Error(t, err, in) {
+			assert.Contains(t, err.Error(), want, in)
+		}
+	}
 }

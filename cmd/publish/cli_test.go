@@ -94,6 +94,10 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
 		{"unknown flag", []string{"ls", "--nope", "mem://x"}, exitUsage, "unknown flag: --nope"},
 		{"unknown scheme", []string{"ls", "ftp://host/x"}, exitUsage, `unknown URL scheme "ftp"`},
+		{"rclone-style s3 destination", []string{"put", src, "s3:bucket/daily"}, exitUsage, "write s3://bucket/daily"},
+		{"rclone remote", []string{"ls", "backup:datasets"}, exitUsage, "looks like an rclone remote"},
+		{"zero timeout flag", []string{"--timeout", "0s", "ls", "s3://bucket/x"}, exitUsage, "--timeout 0s: want a positive duration"},
+		{"bad timeout in a URL", []string{"ls", "s3://bucket/x?timeout=soon"}, exitUsage, `timeout="soon" is not a positive duration`},
 		{"s3 URL with credentials", []string{"ls", "s3://AKIDEXAMPLE:hunter2@bucket/x"}, exitUsage, "user information"},
 		{"seq and gen", []string{"ls", "--seq", "1", "--gen", gen, "mem://x"}, exitUsage, "[gen seq]"},
 		{"bad generation", []string{"ls", "--gen", "nope", "mem://x"}, exitUsage, `bad id "nope"`},
@@ -120,6 +124,21 @@ func TestUsageErrors(t *testing.T) {
 			assert.NotContains(t, errs, "hunter2", "credentials must never be printed")
 		})
 	}
+}
+
+// TestRemoteLikeDestination: "s3:bucket" is refused and writes nothing;
+// "./s3:bucket" is the local directory of that name.
+func TestRemoteLikeDestination(t *testing.T) {
+	src := writeTree(t, map[string]string{"a": "1"})
+	t.Chdir(t.TempDir())
+	code, _, errs := cli(t, "", "put", src, "s3:bucket")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errs, "write s3://bucket")
+	assert.NoDirExists(t, "s3:bucket")
+
+	ok(t, "put", src, "./s3:bucket")
+	assert.DirExists(t, "s3:bucket")
+	assert.Equal(t, "1", ok(t, "cat", "./s3:bucket", "a"))
 }
 
 func TestMissingSRCWritesNothing(t *testing.T) {

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/commitptr/commitptr/commit"
@@ -31,20 +33,27 @@ type globalOptions struct {
 	Region    string
 	Profile   string
 	PathStyle bool
+	Timeouts  store.Timeouts
 	JSON      bool
 	Verbose   int
 
 	// logger is built from Verbose before a command runs.
 	logger *slog.Logger
+	// flags are the global flags, to tell given ones from defaults.
+	flags *pflag.FlagSet
 }
 
 // AddFlags registers the global flags.
 func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
+	g.flags = f
 	f.StringVar(&g.Endpoint, "endpoint", "", "S3 endpoint URL for S3-compatible servers (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, or AWS)")
 	f.StringVar(&g.Region, "region", "", "S3 region (default: $AWS_REGION or the profile's region)")
 	f.StringVar(&g.Profile, "profile", "", "AWS shared-config profile (default: $AWS_PROFILE)")
 	f.BoolVar(&g.PathStyle, "path-style", false, "address buckets as ENDPOINT/BUCKET, as most S3-compatible servers need")
+	f.DurationVar(&g.Timeouts.Connect, "connect-timeout", store.DefaultConnectTimeout, "S3: give up on a connection (TCP and TLS) not made within this time (URL: ?connect_timeout=)")
+	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=)")
+	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "S3: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
 	f.CountVarP(&g.Verbose, "verbose", "v", "log to stderr (-v info, -vv debug)")
 }
@@ -80,8 +89,13 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	if !slices.Contains(store.Schemes(), u.Scheme) {
 		return nil, usagef("unknown URL scheme %q in %q (known: %s)", u.Scheme, u.Redacted(), strings.Join(store.Schemes(), ", "))
 	}
+	timeouts, err := g.explicitTimeouts()
+	if err != nil {
+		return nil, err
+	}
 	s, err := store.Open(ctx, rawURL, store.Config{
 		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: g.PathStyle,
+		Timeouts: timeouts,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
@@ -91,6 +105,32 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	}
 	g.log().Debug("opened store", "url", u.Redacted())
 	return s, nil
+}
+
+// explicitTimeouts returns the timeouts given on the command line; the
+// others stay zero, so that the URL's parameters or the defaults apply.
+func (g *globalOptions) explicitTimeouts() (store.Timeouts, error) {
+	if g.flags == nil {
+		return g.Timeouts, nil
+	}
+	var t store.Timeouts
+	for _, f := range []struct {
+		name      string
+		val, dest *time.Duration
+	}{
+		{"connect-timeout", &g.Timeouts.Connect, &t.Connect},
+		{"timeout", &g.Timeouts.Header, &t.Header},
+		{"idle-timeout", &g.Timeouts.Idle, &t.Idle},
+	} {
+		if !g.flags.Changed(f.name) {
+			continue
+		}
+		if *f.val <= 0 {
+			return t, usagef("--%s %s: want a positive duration such as 30s", f.name, *f.val)
+		}
+		*f.dest = *f.val
+	}
+	return t, nil
 }
 
 // openDataset opens the dataset at a URL.

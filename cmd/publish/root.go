@@ -25,6 +25,8 @@ A URL names a dataset: file:///abs/dir or a plain path (a local directory,
 safe across processes on one host), s3://bucket/prefix (Amazon S3 or an
 S3-compatible server; see --endpoint and --path-style), minio://bucket/prefix
 (the same through minio-go) and mem://name (in-process, for tests).
+rclone-style strings such as s3:bucket or remote:path are refused rather than
+taken for local directories; a local path with a colon is written ./s3:bucket.
 Credentials come from the standard AWS chain (environment, shared config,
 instance roles) and never appear in any output.
 

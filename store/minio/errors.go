@@ -9,6 +9,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -41,6 +42,9 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 			cause = fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, cause)
 		}
 		return class, cause
+	}
+	if _, ok := errors.AsType[*httptimeout.Error](err); ok {
+		return nil, err // it names the endpoint and the limit
 	}
 	if unreachable(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("cannot reach S3 endpoint %s: %w", s.endpoint, err)

@@ -40,10 +40,7 @@ func TestLeftoversExactUploadPrefix(t *testing.T) {
 func testLeftovers(t *testing.T, opts minio.Options) {
 	s := newStore(t, opts)
 	ctx := context.Background()
-	u, err := url.Parse(opts.Endpoint)
-	require.NoError(t, err)
-	raw, err := miniogo.NewCore(u.Host, &miniogo.Options{Creds: opts.Credentials, Region: opts.Region, BucketLookup: miniogo.BucketLookupPath})
-	require.NoError(t, err)
+	raw := rawCore(t, opts)
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
 		id, err := raw.NewMultipartUpload(ctx, opts.Bucket, key, miniogo.PutObjectOptions{})
 		require.NoError(t, err)
@@ -56,4 +53,14 @@ func testLeftovers(t *testing.T, opts minio.Options) {
 		require.NoError(t, err)
 		return int64(len(part))
 	})
+}
+
+// rawCore returns a minio-go client of the bucket's server, without the
+// driver.
+func rawCore(t *testing.T, opts minio.Options) *miniogo.Core {
+	u, err := url.Parse(opts.Endpoint)
+	require.NoError(t, err)
+	raw, err := miniogo.NewCore(u.Host, &miniogo.Options{Creds: opts.Credentials, Region: opts.Region, BucketLookup: miniogo.BucketLookupPath})
+	require.NoError(t, err)
+	return raw
 }

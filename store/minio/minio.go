@@ -21,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
+	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -43,7 +44,12 @@ const DefaultEndpoint = "https://s3.amazonaws.com"
 // one.
 const DefaultRegion = "us-east-1"
 
-// abortTimeout bounds the best-effort abort of a failed multipart upload.
+// maxAttempts is how often minio-go sends a request that fails with a
+// retryable error, the first attempt included.
+const maxAttempts = 3
+
+// abortTimeout bounds the best-effort abort of a failed multipart upload,
+// and the request that starts one.
 const abortTimeout = 30 * time.Second
 
 // Options configures New. Zero fields fall back to the AWS environment.
@@ -65,8 +71,10 @@ type Options struct {
 	// bucket.endpoint, as most S3-compatible servers need.
 	PathStyle bool
 	// Transport, if not nil, sends the HTTP requests; the default is
-	// minio-go's DefaultTransport.
+	// minio-go's DefaultTransport with Timeouts applied.
 	Transport http.RoundTripper
+	// Timeouts bound each request; zero fields are the defaults.
+	Timeouts store.Timeouts
 	// Credentials, if not nil, replace the credential chain: the
 	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 	// AWS_SESSION_TOKEN), the shared credentials file, then IAM (instance
@@ -113,13 +121,18 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("minio: %w", err)
 		}
+		httptimeout.Apply(tr, opts.Timeouts)
 		base = tr
 	}
 	mo := &minio.Options{
 		Creds:     creds,
 		Secure:    secure,
-		Transport: transport{base: base},
+		Transport: transport{base: httptimeout.RoundTripper(base, opts.Timeouts)},
 		Region:    first(opts.Region, os.Getenv("AWS_REGION"), DefaultRegion),
+		// As many attempts as the AWS SDK makes (minio-go's default is 10),
+		// so that an endpoint that times out fails an operation after
+		// about 3 times the limit.
+		MaxRetries: maxAttempts,
 	}
 	if opts.PathStyle {
 		mo.BucketLookup = minio.BucketLookupPath
@@ -344,7 +357,11 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // bytes, and completes the upload. It aborts the upload on failure. want is
 // the size the caller announced, or 0. Conditional writes never come here.
 func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
-	id, err := s.core.NewMultipartUpload(ctx, s.bucket, key, po)
+	// Started on a context of its own: cancelled halfway, the request
+	// could create an upload whose id never reaches us to abort it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	id, err := s.core.NewMultipartUpload(cctx, s.bucket, key, po)
+	cancel()
 	if err != nil {
 		return info, 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -38,10 +39,18 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	switch {
 	case class == store.ErrNoBucket:
 		return class, fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
+	case class == nil && timedOut(err):
+		return nil, err // it names the endpoint and the limit
 	case class == nil && status == 0 && unreachable(err) && !errors.Is(err, context.Canceled):
 		return nil, fmt.Errorf("cannot reach S3 endpoint %s: %w", s.endpoint, err)
 	}
 	return class, err
+}
+
+// timedOut reports whether a request ran into one of the store.Timeouts.
+func timedOut(err error) bool {
+	_, ok := errors.AsType[*httptimeout.Error](err)
+	return ok
 }
 
 // unreachable reports whether err is a failure to connect or to resolve the

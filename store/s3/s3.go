@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithymiddleware "github.com/aws/smithy-go/middleware"
 
+	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -36,6 +37,11 @@ const maxIdleConns = 256
 
 // partSize is the size of each part of a multipart upload.
 const partSize = 8 << 20
+
+// abortTimeout bounds the abort of a failed multipart upload, and the
+// CreateMultipartUpload that starts one; both run on a context that the
+// caller's cancellation does not reach.
+const abortTimeout = 30 * time.Second
 
 // DefaultRegion is the region used when neither Options nor the AWS
 // configuration names one.
@@ -60,9 +66,12 @@ type Options struct {
 	// bucket.endpoint, as most S3-compatible servers need. The environment
 	// variable AWS_S3_USE_PATH_STYLE=true turns it on too.
 	PathStyle bool
-	// HTTPClient, if not nil, sends the S3 requests. Its TLS settings are
-	// its own: AWS_CA_BUNDLE applies only to the default client.
+	// HTTPClient, if not nil, sends the S3 requests. Its TLS settings and
+	// timeouts are its own: AWS_CA_BUNDLE and Timeouts apply only to the
+	// default client.
 	HTTPClient *http.Client
+	// Timeouts bound each request; zero fields are the defaults.
+	Timeouts store.Timeouts
 }
 
 // Store is a store.Store backed by one S3 bucket. It is safe for concurrent
@@ -106,11 +115,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// The SDK keeps 10 idle connections per host by default; commitptr
 	// uploads and downloads 16 or more objects at once, so it would
 	// reconnect constantly. The buildable client keeps AWS_CA_BUNDLE
-	// working.
+	// working. It has no response header or idle timeout of its own.
 	load := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConns = maxIdleConns
 			t.MaxIdleConnsPerHost = maxIdleConns
+			httptimeout.Apply(t, opts.Timeouts)
 		})),
 	}
 	if opts.Region != "" {
@@ -135,6 +145,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		if opts.HTTPClient != nil {
 			o.HTTPClient = opts.HTTPClient
 		}
+		o.HTTPClient = httptimeout.Client(o.HTTPClient, opts.Timeouts)
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
@@ -149,13 +160,30 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	return &Store{
 		client: client,
-		uploader: transfermanager.New(client, func(o *transfermanager.Options) {
+		uploader: transfermanager.New(detachedCreate{client}, func(o *transfermanager.Options) {
 			o.MultipartUploadThreshold = PartThreshold
 			o.PartSizeBytes = partSize
+			// Without it, the abort of an upload that failed because
+			// ctx was cancelled runs on ctx, fails at once, and leaves
+			// the upload behind.
+			o.FailTimeout = abortTimeout
 		}),
 		bucket:   opts.Bucket,
 		endpoint: endpoint,
 	}, nil
+}
+
+// detachedCreate is the client the uploader uses. It sends
+// CreateMultipartUpload on a context of its own, bounded by abortTimeout:
+// cancelled halfway, the request could create an upload whose id never
+// reaches the uploader, which then cannot abort it. Once the uploader has
+// the id, every way a Put can fail ends in an abort.
+type detachedCreate struct{ *awss3.Client }
+
+func (c detachedCreate) CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, opts ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	return c.Client.CreateMultipartUpload(ctx, in, opts...)
 }
 
 // Get opens the object for reading. The caller must close the body. If the

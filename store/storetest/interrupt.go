@@ -1,0 +1,68 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// InterruptedPuts cancels puts of a few large objects at random points,
+// trials times, and then checks with uploads, which lists the store's
+// incomplete multipart uploads, that none is left: every upload a Put
+// started is aborted before the Put returns, even when its context was
+// cancelled. size must be large enough for a multipart upload.
+func InterruptedPuts(t *testing.T, s store.Store, size int64, trials int, uploads func(t *testing.T) []string) {
+	body := make([]byte, size)
+	putAll := func(ctx context.Context, prefix string) []error {
+		const files = 3
+		errs := make([]error, files)
+		var wg sync.WaitGroup
+		for i := range files {
+			wg.Go(func() {
+				_, errs[i] = s.Put(ctx, fmt.Sprintf("%sf%d", prefix, i), bytes.NewReader(body), store.PutOptions{Size: size})
+			})
+		}
+		wg.Wait()
+		return errs
+	}
+	// Interruption points are drawn from the time an uninterrupted put
+	// takes on this machine now.
+	start := time.Now()
+	for _, err := range putAll(context.Background(), "whole/") {
+		require.NoError(t, err)
+	}
+	whole := time.Since(start)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("an uninterrupted put of 3 × %d bytes took %s; seed %d", size, whole.Round(time.Millisecond), seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	interrupted := 0
+	for trial := range trials {
+		ctx, cancel := context.WithCancel(context.Background())
+		at := time.Duration(rng.Int64N(int64(whole)))
+		timer := time.AfterFunc(at, cancel)
+		errs := putAll(ctx, fmt.Sprintf("trial-%d/", trial))
+		timer.Stop()
+		cancel()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+			}
+		}
+		if failed > 0 {
+			interrupted++
+		}
+		t.Logf("trial %d: cancelled after %s, %d of %d puts failed", trial, at.Round(time.Millisecond), failed, len(errs))
+	}
+	assert.Positive(t, interrupted, "no trial interrupted a put")
+	assert.Empty(t, uploads(t), "incomplete multipart uploads left by interrupted puts")
+}
