@@ -617,3 +617,36 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, map[string]float64{"get": 1, "put": 6}, results[0].Requests, "4 files commit at the floor of 4+3 requests")
 	assert.EqualValues(t, 4*3, results[2].Extra["objects_deleted"])
 }
+
+// TestCatObject: cat --object prints an object that update manages, named
+// by URL and KEY or by a URL ending in the key; it refuses a dataset's own
+// objects as update does, and names the key of a missing object.
+func TestCatObject(t *testing.T) {
+	for _, u := range []string{memURL(), "file://" + filepath.ToSlash(t.TempDir())} {
+		t.Run(strings.SplitN(u, ":", 2)[0], func(t *testing.T) {
+			for range 2 {
+				ok(t, "update", u, "state/counter", "--", "sh", "-c", `read n; echo $(( ${n:-0} + 1 ))`)
+			}
+			assert.Equal(t, "2\n", ok(t, "cat", "--object", u, "state/counter"))
+			assert.Equal(t, "2\n", ok(t, "cat", "--object", u+"/state/counter"))
+
+			ok(t, "put", writeTree(t, map[string]string{"a": "1"}), u+"/ds")
+			for _, args := range [][]string{{u, "ds/_pointer"}, {u + "/ds/_pointer"}, {u + "/ds/_gen", "x"}} {
+				code, out, errs := cli(t, "", append([]string{"cat", "--object"}, args...)...)
+				assert.Equal(t, exitUsage, code, "%v: %s", args, errs)
+				assert.Contains(t, errs, "cat --object refuses it", args)
+				assert.Empty(t, out, args)
+			}
+
+			code, out, errs := cli(t, "", "cat", "--object", u, "state/none")
+			assert.Equal(t, exitError, code, errs)
+			assert.Contains(t, errs, `object "state/none"`)
+			assert.Empty(t, out)
+		})
+	}
+	code, _, errs := cli(t, "", "cat", "--object", "--seq", "1", "mem://x", "k")
+	assert.Equal(t, exitUsage, code, errs)
+	code, _, errs = cli(t, "", "cat", "mem://x")
+	assert.Equal(t, exitUsage, code, errs)
+	assert.Contains(t, errs, "--object")
+}

@@ -133,6 +133,23 @@ func splitObjectURL(raw string) (string, string, error) {
 	return u.String(), key, nil
 }
 
+// checkObjectKey refuses an empty key, and a key or URL that reaches a
+// dataset's own objects: verb names the command in the message.
+func checkObjectKey(rawURL, key, verb string) error {
+	if key == "" {
+		return usagef("empty KEY")
+	}
+	if r := reservedSegment(key); r != "" {
+		return usagef("key %q has the segment %q of a dataset's own layout; %s refuses it", key, r, verb)
+	}
+	if u, err := store.ParseURL(rawURL); err == nil {
+		if r := reservedSegment(u.Path); r != "" {
+			return usagef("URL %s has the segment %q of a dataset's own layout; %s refuses it", u.Redacted(), r, verb)
+		}
+	}
+	return nil
+}
+
 type updateResult struct {
 	Key      string `json:"key"`
 	ETag     string `json:"etag"`
@@ -141,16 +158,8 @@ type updateResult struct {
 }
 
 func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer) error {
-	if opts.Key == "" {
-		return usagef("empty KEY")
-	}
-	if r := reservedSegment(opts.Key); r != "" {
-		return usagef("key %q has the segment %q of a dataset's own layout; update refuses it", opts.Key, r)
-	}
-	if u, err := store.ParseURL(opts.URL); err == nil {
-		if r := reservedSegment(u.Path); r != "" {
-			return usagef("URL %s has the segment %q of a dataset's own layout; update refuses it", u.Redacted(), r)
-		}
+	if err := checkObjectKey(opts.URL, opts.Key, "update"); err != nil {
+		return err
 	}
 	if opts.Attempts < 1 {
 		return usagef("--attempts must be at least 1")
