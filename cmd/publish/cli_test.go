@@ -650,3 +650,25 @@ func TestCatObject(t *testing.T) {
 	assert.Equal(t, exitUsage, code, errs)
 	assert.Contains(t, errs, "--object")
 }
+
+// TestUpdateHelpShExample runs each sh example of 'publish update --help'
+// twice on a fresh key: the first run has no object and an empty stdin,
+// and must still write a value the second run builds on.
+func TestUpdateHelpShExample(t *testing.T) {
+	ran := 0
+	for line := range strings.Lines(newUpdateCommand(&globalOptions{}).Example) {
+		_, script, found := strings.Cut(strings.TrimSpace(line), " -- sh -c '")
+		if !found {
+			continue
+		}
+		script, found = strings.CutSuffix(script, "'")
+		require.True(t, found, "example %q: want sh -c '...'", line)
+		u := memURL()
+		for range 2 {
+			ok(t, "update", u, "counter", "--", "sh", "-c", script)
+		}
+		assert.Equal(t, "2\n", ok(t, "cat", "--object", u, "counter"), "example %q", line)
+		ran++
+	}
+	require.Positive(t, ran, "update --help has no sh example")
+}

@@ -50,7 +50,8 @@ objects (_pointer, _gen, _lease, _pin, _tag or _probe) is refused, wherever
 the segment is: a dataset may live under any prefix. Before creating the
 object, update checks that the store enforces conditional writes (see
 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
-when it does not (its stdin is then empty). If CMD fails on its first run,
+when it does not (its stdin is then empty, so a filter must handle empty
+input: jq needs -n and 'input? // {}'). If CMD fails on its first run,
 nothing is written. The object is at most 64 MiB.
 
 An update with an ambiguous response is resolved by reading the object
@@ -59,7 +60,7 @@ re-run, the attempts run out, an interrupt) while an earlier write of its
 own is unsettled and may still land, the exit status is 5: look at the
 object before running the update again.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitInterrupted) + `
   (3 when every attempt lost to another writer; 1 when CMD failed)`,
-		Example: `  publish update s3://bucket/state.json -- jq '.runs += 1'
+		Example: `  publish update s3://bucket/state.json -- jq -n 'input? // {} | .runs += 1'
   publish update file:///srv/shared counter -- sh -c 'read n; echo $((${n:-0} + 1))'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
