@@ -110,6 +110,9 @@ func TestUsageErrors(t *testing.T) {
 		{"run with a grace that does not fit the TTL", []string{"run", "--lease", "job", "--ttl", "3s", "--grace", "1.3s", "mem://x", "--", "true"}, exitUsage, "--grace 1.3s does not fit --ttl 3s; use --grace 1.2s or less"},
 		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number, a generation id nor tag:NAME"},
 		{"unpin of a non-pin key", []string{"unpin", "mem://x", "_pointer"}, exitUsage, "bad pin key"},
+		{"unpin of nothing", []string{"unpin", "mem://x"}, exitUsage, "name the pins to remove: their keys (as 'publish pin --list mem://x' prints them) or --gen GENERATION"},
+		{"unpin of keys and a generation", []string{"unpin", "--gen", gen, "mem://x", "_pin/" + gen + "/x"}, exitUsage, "not both"},
+		{"log with a negative count", []string{"log", "-n", "-3", "mem://x"}, exitUsage, "-n/--max-count -3: want a count"},
 		{"diff of nonsense", []string{"diff", "mem://x", "a", "b"}, exitUsage, "neither a seq number"},
 		{"lease status with bad name", []string{"lease", "status", "mem://x", "../x"}, exitUsage, "lease name"},
 		{"missing SRC", []string{"put", "/nonexistent/commitptr-src", "mem://x"}, exitError, "SRC /nonexistent/commitptr-src: no such file or directory"},
@@ -339,6 +342,17 @@ func TestPinUnpin(t *testing.T) {
 	assert.NotContains(t, ok(t, "pin", "--list", u), pin.Key)
 	ok(t, "pin", u)
 	assert.Contains(t, ok(t, "unpin", "--gen", pin.Generation, u), "removed 1 pins")
+
+	// Removing a pin that is already gone says so, and is not an error.
+	assert.Equal(t, fmt.Sprintf("pin %s was already gone\nremoved 0 pins\n", pin.Key), ok(t, "unpin", u, pin.Key))
+	assert.Equal(t, fmt.Sprintf("generation %s has no pins\nremoved 0 pins\n", pin.Generation), ok(t, "unpin", "--gen", pin.Generation, u))
+	var got struct {
+		Removed     []string `json:"removed"`
+		AlreadyGone []string `json:"already_gone"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "unpin", "--json", u, pin.Key)), &got))
+	assert.Equal(t, []string{pin.Key}, got.AlreadyGone)
+	assert.Empty(t, got.Removed)
 }
 
 func TestLeaseByHand(t *testing.T) {
