@@ -110,6 +110,9 @@ func TestUsageErrors(t *testing.T) {
 		{"run with a grace that does not fit the TTL", []string{"run", "--lease", "job", "--ttl", "3s", "--grace", "1.3s", "mem://x", "--", "true"}, exitUsage, "--grace 1.3s does not fit --ttl 3s; use --grace 1.2s or less"},
 		{"rollback to nonsense", []string{"rollback", "mem://x", "--to", "yesterday"}, exitUsage, "neither a seq number, a generation id nor tag:NAME"},
 		{"unpin of a non-pin key", []string{"unpin", "mem://x", "_pointer"}, exitUsage, "bad pin key"},
+		{"unpin of nothing", []string{"unpin", "mem://x"}, exitUsage, "name the pins to remove: their keys (as 'publish pin --list mem://x' prints them) or --gen GENERATION"},
+		{"unpin of keys and a generation", []string{"unpin", "--gen", gen, "mem://x", "_pin/" + gen + "/x"}, exitUsage, "not both"},
+		{"log with a negative count", []string{"log", "-n", "-3", "mem://x"}, exitUsage, "-n/--max-count -3: want a count"},
 		{"diff of nonsense", []string{"diff", "mem://x", "a", "b"}, exitUsage, "neither a seq number"},
 		{"lease status with bad name", []string{"lease", "status", "mem://x", "../x"}, exitUsage, "lease name"},
 		{"missing SRC", []string{"put", "/nonexistent/commitptr-src", "mem://x"}, exitError, "SRC /nonexistent/commitptr-src: no such file or directory"},
@@ -339,6 +342,17 @@ func TestPinUnpin(t *testing.T) {
 	assert.NotContains(t, ok(t, "pin", "--list", u), pin.Key)
 	ok(t, "pin", u)
 	assert.Contains(t, ok(t, "unpin", "--gen", pin.Generation, u), "removed 1 pins")
+
+	// Removing a pin that is already gone says so, and is not an error.
+	assert.Equal(t, fmt.Sprintf("pin %s was already gone\nremoved 0 pins\n", pin.Key), ok(t, "unpin", u, pin.Key))
+	assert.Equal(t, fmt.Sprintf("generation %s has no pins\nremoved 0 pins\n", pin.Generation), ok(t, "unpin", "--gen", pin.Generation, u))
+	var got struct {
+		Removed     []string `json:"removed"`
+		AlreadyGone []string `json:"already_gone"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "unpin", "--json", u, pin.Key)), &got))
+	assert.Equal(t, []string{pin.Key}, got.AlreadyGone)
+	assert.Empty(t, got.Removed)
 }
 
 func TestLeaseByHand(t *testing.T) {
@@ -616,4 +630,59 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, 3, results[0].Ops)
 	assert.Equal(t, map[string]float64{"get": 1, "put": 6}, results[0].Requests, "4 files commit at the floor of 4+3 requests")
 	assert.EqualValues(t, 4*3, results[2].Extra["objects_deleted"])
+}
+
+// TestCatObject: cat --object prints an object that update manages, named
+// by URL and KEY or by a URL ending in the key; it refuses a dataset's own
+// objects as update does, and names the key of a missing object.
+func TestCatObject(t *testing.T) {
+	for _, u := range []string{memURL(), "file://" + filepath.ToSlash(t.TempDir())} {
+		t.Run(strings.SplitN(u, ":", 2)[0], func(t *testing.T) {
+			for range 2 {
+				ok(t, "update", u, "state/counter", "--", "sh", "-c", `read n; echo $(( ${n:-0} + 1 ))`)
+			}
+			assert.Equal(t, "2\n", ok(t, "cat", "--object", u, "state/counter"))
+			assert.Equal(t, "2\n", ok(t, "cat", "--object", u+"/state/counter"))
+
+			ok(t, "put", writeTree(t, map[string]string{"a": "1"}), u+"/ds")
+			for _, args := range [][]string{{u, "ds/_pointer"}, {u + "/ds/_pointer"}, {u + "/ds/_gen", "x"}} {
+				code, out, errs := cli(t, "", append([]string{"cat", "--object"}, args...)...)
+				assert.Equal(t, exitUsage, code, "%v: %s", args, errs)
+				assert.Contains(t, errs, "cat --object refuses it", args)
+				assert.Empty(t, out, args)
+			}
+
+			code, out, errs := cli(t, "", "cat", "--object", u, "state/none")
+			assert.Equal(t, exitError, code, errs)
+			assert.Contains(t, errs, `object "state/none"`)
+			assert.Empty(t, out)
+		})
+	}
+	code, _, errs := cli(t, "", "cat", "--object", "--seq", "1", "mem://x", "k")
+	assert.Equal(t, exitUsage, code, errs)
+	code, _, errs = cli(t, "", "cat", "mem://x")
+	assert.Equal(t, exitUsage, code, errs)
+	assert.Contains(t, errs, "--object")
+}
+
+// TestUpdateHelpShExample runs each sh example of 'publish update --help'
+// twice on a fresh key: the first run has no object and an empty stdin,
+// and must still write a value the second run builds on.
+func TestUpdateHelpShExample(t *testing.T) {
+	ran := 0
+	for line := range strings.Lines(newUpdateCommand(&globalOptions{}).Example) {
+		_, script, found := strings.Cut(strings.TrimSpace(line), " -- sh -c '")
+		if !found {
+			continue
+		}
+		script, found = strings.CutSuffix(script, "'")
+		require.True(t, found, "example %q: want sh -c '...'", line)
+		u := memURL()
+		for range 2 {
+			ok(t, "update", u, "counter", "--", "sh", "-c", script)
+		}
+		assert.Equal(t, "2\n", ok(t, "cat", "--object", u, "counter"), "example %q", line)
+		ran++
+	}
+	require.Positive(t, ran, "update --help has no sh example")
 }

@@ -50,6 +50,9 @@ type logResult struct {
 }
 
 func runLog(ctx context.Context, opts logOptions, stdout, _ io.Writer) error {
+	if opts.Limit < 0 {
+		return usagef("-n/--max-count %d: want a count, or 0 for all", opts.Limit)
+	}
 	d, err := opts.openDataset(ctx, opts.URL)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -26,7 +27,7 @@ func newUnpinCommand(g *globalOptions) *cobra.Command {
 		Short: "Remove pins",
 		Long: `Unpin removes the pins named by their keys (as printed by 'publish pin'), or
 with --gen every pin of one generation. Removing a pin that is already gone
-is not an error. Keys that are not pin keys are refused, so unpin cannot
+is not an error: unpin says so and exits 0. Keys that are not pin keys are refused, so unpin cannot
 remove anything else.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish unpin s3://bucket/daily _pin/0190f0e4-7b7c-7c3e-9a4e-2f1d7a9c1b2e/86400000-6f1c...
   publish unpin --gen 0190f0e4-7b7c-7c3e-9a4e-2f1d7a9c1b2e s3://bucket/daily`,
@@ -41,7 +42,10 @@ remove anything else.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupte
 }
 
 func runUnpin(ctx context.Context, opts unpinOptions, stdout, _ io.Writer) error {
-	if (len(opts.Keys) == 0) == (opts.Gen == "") {
+	switch {
+	case len(opts.Keys) == 0 && opts.Gen == "":
+		return usagef("name the pins to remove: their keys (as 'publish pin --list %s' prints them) or --gen GENERATION", redact(opts.URL))
+	case len(opts.Keys) > 0 && opts.Gen != "":
 		return usagef("name pin keys or --gen, not both")
 	}
 	for _, k := range opts.Keys {
@@ -58,7 +62,17 @@ func runUnpin(ctx context.Context, opts unpinOptions, stdout, _ io.Writer) error
 	if err != nil {
 		return err
 	}
-	keys := append([]string{}, opts.Keys...)
+	// A pin already gone is reported, not an error: it may have expired
+	// and been collected, or an earlier unpin removed it. A pin whose HEAD
+	// fails otherwise (a policy without s3:GetObject) is deleted unchecked.
+	keys, gone := []string{}, []string{}
+	for _, k := range opts.Keys {
+		if _, err := s.Head(ctx, k); errors.Is(err, store.ErrNotExist) {
+			gone = append(gone, k)
+			continue
+		}
+		keys = append(keys, k)
+	}
 	if opts.Gen != "" {
 		for o, err := range store.List(ctx, s, commit.PinDir+opts.Gen+"/", "", "") {
 			if err != nil {
@@ -75,7 +89,13 @@ func runUnpin(ctx context.Context, opts unpinOptions, stdout, _ io.Writer) error
 		}
 	}
 	if opts.JSON {
-		return writeJSON(stdout, map[string]any{"removed": keys})
+		return writeJSON(stdout, map[string]any{"removed": keys, "already_gone": gone})
+	}
+	for _, k := range gone {
+		fmt.Fprintf(stdout, "pin %s was already gone\n", k)
+	}
+	if opts.Gen != "" && len(keys) == 0 {
+		fmt.Fprintf(stdout, "generation %s has no pins\n", opts.Gen)
 	}
 	fmt.Fprintf(stdout, "removed %d pins\n", len(keys))
 	return nil

@@ -50,7 +50,8 @@ objects (_pointer, _gen, _lease, _pin, _tag or _probe) is refused, wherever
 the segment is: a dataset may live under any prefix. Before creating the
 object, update checks that the store enforces conditional writes (see
 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
-when it does not (its stdin is then empty). If CMD fails on its first run,
+when it does not (its stdin is then empty, so a filter must handle empty
+input: jq needs -n and 'input? // {}'). If CMD fails on its first run,
 nothing is written. The object is at most 64 MiB.
 
 An update with an ambiguous response is resolved by reading the object
@@ -59,7 +60,7 @@ re-run, the attempts run out, an interrupt) while an earlier write of its
 own is unsettled and may still land, the exit status is 5: look at the
 object before running the update again.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitInterrupted) + `
   (3 when every attempt lost to another writer; 1 when CMD failed)`,
-		Example: `  publish update s3://bucket/state.json -- jq '.runs += 1'
+		Example: `  publish update s3://bucket/state.json -- jq -n 'input? // {} | .runs += 1'
   publish update file:///srv/shared counter -- sh -c 'read n; echo $((${n:-0} + 1))'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -133,6 +134,23 @@ func splitObjectURL(raw string) (string, string, error) {
 	return u.String(), key, nil
 }
 
+// checkObjectKey refuses an empty key, and a key or URL that reaches a
+// dataset's own objects: verb names the command in the message.
+func checkObjectKey(rawURL, key, verb string) error {
+	if key == "" {
+		return usagef("empty KEY")
+	}
+	if r := reservedSegment(key); r != "" {
+		return usagef("key %q has the segment %q of a dataset's own layout; %s refuses it", key, r, verb)
+	}
+	if u, err := store.ParseURL(rawURL); err == nil {
+		if r := reservedSegment(u.Path); r != "" {
+			return usagef("URL %s has the segment %q of a dataset's own layout; %s refuses it", u.Redacted(), r, verb)
+		}
+	}
+	return nil
+}
+
 type updateResult struct {
 	Key      string `json:"key"`
 	ETag     string `json:"etag"`
@@ -141,16 +159,8 @@ type updateResult struct {
 }
 
 func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer) error {
-	if opts.Key == "" {
-		return usagef("empty KEY")
-	}
-	if r := reservedSegment(opts.Key); r != "" {
-		return usagef("key %q has the segment %q of a dataset's own layout; update refuses it", opts.Key, r)
-	}
-	if u, err := store.ParseURL(opts.URL); err == nil {
-		if r := reservedSegment(u.Path); r != "" {
-			return usagef("URL %s has the segment %q of a dataset's own layout; update refuses it", u.Redacted(), r)
-		}
+	if err := checkObjectKey(opts.URL, opts.Key, "update"); err != nil {
+		return err
 	}
 	if opts.Attempts < 1 {
 		return usagef("--attempts must be at least 1")
