@@ -124,9 +124,17 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
 	cur, etag := tx.base, tx.baseETag
-	var sent []string // the write ids of the pointer writes sent
+	var sent []string           // the write ids of the pointer writes sent
+	sentOn := map[string]bool{} // the ETags those writes were conditioned on
 	for attempt := 0; ; attempt++ {
 		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
+			if sentOn[etag] {
+				// A write of ours conditioned on the pointer as it still
+				// is may be on its way (the guard can fail on an unchanged
+				// pointer: a pin that expired, or could not be read): it
+				// may land, so nothing is discarded.
+				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %w", ErrCommitUnknown, tx.gen, err)
+			}
 			return nil, tx.abort(ctx, err)
 		}
 		if cur != nil {
@@ -148,7 +156,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
-		sent = append(sent, next.WriteID)
+		sent, sentOn[etag] = append(sent, next.WriteID), true
 		if werr == nil {
 			return next, tx.confirmHold(ctx, next)
 		}
