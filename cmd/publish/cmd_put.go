@@ -223,14 +223,19 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return probeError(opts.URL, err)
 		}
 	}
-	base, err := baseFiles(ctx, tx)
-	if err != nil {
-		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-		return describe(opts.URL, err)
-	}
-	if err := maxDelete.check(base, files); err != nil {
-		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-		return err
+	// The base's paths cost its manifest GET; a put reads it anyway to
+	// reuse files, except with --no-reuse, so only the guards that need
+	// it ask for it.
+	var base map[string]bool
+	if maxDelete.set {
+		if base, err = baseFiles(ctx, tx); err != nil {
+			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			return describe(opts.URL, err)
+		}
+		if err := maxDelete.check(base, files); err != nil {
+			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			return err
+		}
 	}
 	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
 
@@ -240,14 +245,12 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if held != nil && !held.Held() {
 		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
-	if !opts.AllowUnchanged && tx.Base() != nil && tx.Reused() == len(files) && len(files) == len(base) {
-		// Every file matched the current generation. It is unchanged only
-		// if its objects are all still there: the check uploads the
-		// damaged ones again, and then the put commits, repairing it.
-		if err := tx.VerifyReferences(ctx); err != nil {
+	if !opts.AllowUnchanged {
+		same, err := unchanged(ctx, tx, files, base)
+		if err != nil {
 			return discardStaged(ctx, tx, err, stderr)
 		}
-		if tx.Repaired() == 0 {
+		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease)
 		}
@@ -464,6 +467,30 @@ func baseFiles(ctx context.Context, tx *commit.Tx) (map[string]bool, error) {
 		out[e.Path] = true
 	}
 	return out, nil
+}
+
+// unchanged reports whether the staged files are exactly the current
+// generation: every file matched it (so the reuse has read its manifest),
+// it has no other files, and its objects are all still there. The check
+// uploads damaged ones again; then the put is a change that repairs the
+// dataset. base is the current generation's paths, or nil if not read yet.
+func unchanged(ctx context.Context, tx *commit.Tx, files []srcFile, base map[string]bool) (bool, error) {
+	if tx.Base() == nil || tx.Reused() != len(files) {
+		return false, nil
+	}
+	if base == nil {
+		var err error
+		if base, err = baseFiles(ctx, tx); err != nil {
+			return false, err
+		}
+	}
+	if len(files) != len(base) {
+		return false, nil
+	}
+	if err := tx.VerifyReferences(ctx); err != nil {
+		return false, err
+	}
+	return tx.Repaired() == 0, nil
 }
 
 // reportUnchanged says that SRC is the current generation already.
