@@ -52,7 +52,7 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&g.Profile, "profile", "", "AWS shared-config profile (default: $AWS_PROFILE)")
 	f.BoolVar(&g.PathStyle, "path-style", false, "address buckets as ENDPOINT/BUCKET, as most S3-compatible servers need")
 	f.DurationVar(&g.Timeouts.Connect, "connect-timeout", store.DefaultConnectTimeout, "S3: give up on a connection (TCP and TLS) not made within this time (URL: ?connect_timeout=)")
-	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=)")
+	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=); file://: give up waiting for the lock of a directory that another process holds")
 	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "S3: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
 	f.CountVarP(&g.Verbose, "verbose", "v", "log to stderr (-v info, -vv debug)")

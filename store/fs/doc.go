@@ -27,7 +27,12 @@
 //     spelling of the key: stores rooted at /r and at /r/sub, or at a
 //     symbolic link to /r, reach the object "sub/k" of /r through the same
 //     directory and so meet the same lock. Mutations of the keys of one
-//     directory wait for each other. Reads take no lock.
+//     directory wait for each other. Reads take no lock. A process paused
+//     (SIGSTOP, a frozen container) while it holds the lock keeps it until
+//     it resumes, and no one may take it over, since its write may still
+//     complete; the others give up after the lock wait (Store.SetLockWait,
+//     the header timeout for file:// URLs) with ErrLockWait, having
+//     written nothing, instead of hanging.
 //   - ETags are the hex MD5 of the body, as S3 computes them for single-part
 //     uploads, so an identical body gives an identical ETag.
 //   - LastModified is the file's modification time, set to the local clock

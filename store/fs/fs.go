@@ -25,7 +25,7 @@ func init() {
 
 // openURL opens file:///abs/dir. The whole path is the root directory, which
 // is created if its parent exists.
-func openURL(_ context.Context, u *url.URL, _ store.Config) (store.Store, error) {
+func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, fmt.Errorf("fs: URL %q names host %q; want file:///absolute/path", u.String(), u.Host)
 	}
@@ -39,13 +39,19 @@ func openURL(_ context.Context, u *url.URL, _ store.Config) (store.Store, error)
 		}
 		return nil, fmt.Errorf("fs: create root directory %s: %w", root, err)
 	}
-	return New(root)
+	s, err := New(root)
+	if err != nil {
+		return nil, err
+	}
+	s.SetLockWait(cfg.Timeouts.OrDefaults().Header)
+	return s, nil
 }
 
 // Store is an object store in a local directory. It is safe for concurrent
 // use, also by several processes sharing the directory. Create it with New.
 type Store struct {
-	root string // absolute and clean
+	root     string        // absolute and clean
+	lockWait time.Duration // how long a write waits for a directory's lock
 }
 
 // New returns the store rooted at the directory root, which must exist. A
@@ -66,8 +72,18 @@ func New(root string) (*Store, error) {
 	case !fi.IsDir():
 		return nil, fmt.Errorf("fs: root %s is not a directory: %w", abs, store.ErrNoBucket)
 	}
-	return &Store{root: abs}, nil
+	return &Store{root: abs, lockWait: store.DefaultHeaderTimeout}, nil
 }
+
+// SetLockWait sets how long a write waits for the lock of its object's
+// directory (store.DefaultHeaderTimeout unless set; file:// URLs take the
+// header timeout of store.Config). A lock is held only while one write
+// checks and renames, so a long wait means that its holder is paused or
+// stuck: a stopped process (SIGSTOP, a frozen container) holds it until it
+// resumes, and no other process can safely take it over, since the paused
+// write may still complete. The wait fails with an error naming the
+// directory instead of hanging. Zero or less means no limit.
+func (s *Store) SetLockWait(d time.Duration) { s.lockWait = d }
 
 // Root returns the store's root directory, an absolute path.
 func (s *Store) Root() string { return s.root }

@@ -589,3 +589,26 @@ func TestCASNestedRoots(t *testing.T) {
 	require.NoError(t, g.Wait())
 	checkIncrements(t, outer, "sub/counter", lines, incs)
 }
+
+// TestLockWaitBounded: a write whose directory's lock another process
+// holds (a writer paused inside its critical section) gives up after the
+// store's lock wait with an error naming the directory, instead of
+// hanging, and writes nothing.
+func TestLockWaitBounded(t *testing.T) {
+	s := newStore(t)
+	a := put(t, s, "d/k", "v")
+	release := holdDirLock(t, filepath.Join(s.Root(), "d"))
+	defer release()
+	s.SetLockWait(200 * time.Millisecond)
+	start := time.Now()
+	_, err := s.Put(context.Background(), "d/k", strings.NewReader("w"), store.PutOptions{IfMatch: a.ETag})
+	require.ErrorIs(t, err, fs.ErrLockWait)
+	assert.Contains(t, err.Error(), filepath.Join(s.Root(), "d"))
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+	err = s.Delete(context.Background(), "d/k", store.DeleteOptions{IfMatch: a.ETag})
+	require.ErrorIs(t, err, fs.ErrLockWait)
+	release()
+	assert.Equal(t, "v", read(t, s, "d/k"), "nothing was written")
+	_, err = s.Put(context.Background(), "d/k", strings.NewReader("w"), store.PutOptions{IfMatch: a.ETag})
+	require.NoError(t, err)
+}

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -24,7 +25,7 @@ func (s *Store) lock(ctx context.Context, dir string) (unlock func(), err error)
 		if err != nil {
 			return nil, err
 		}
-		if err := flockCtx(ctx, f); err != nil {
+		if err := s.flockBounded(ctx, f, dir); err != nil {
 			return nil, err
 		}
 		held, err := f.Stat()
@@ -44,6 +45,27 @@ func (s *Store) lock(ctx context.Context, dir string) (unlock func(), err error)
 		}
 	}
 }
+
+// flockBounded takes the flock of dir through f like flockCtx, waiting at
+// most the store's lock wait.
+func (s *Store) flockBounded(ctx context.Context, f *os.File, dir string) error {
+	if s.lockWait <= 0 {
+		return flockCtx(ctx, f)
+	}
+	wctx, cancel := context.WithTimeoutCause(ctx, s.lockWait, errLockWait)
+	defer cancel()
+	err := flockCtx(wctx, f)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errLockWait) {
+		return fmt.Errorf("fs: the lock of directory %s is still held by another process after %s (a process paused or stuck inside a write holds it until it resumes or exits; --timeout sets the wait): %w", dir, s.lockWait, ErrLockWait)
+	}
+	return err
+}
+
+// ErrLockWait is matched by the error of a write that gave up waiting for
+// the lock of its object's directory. Nothing was written.
+var ErrLockWait = errors.New("fs: lock wait exceeded")
+
+var errLockWait = errors.New("lock wait")
 
 // flockCtx takes an exclusive flock on f, waiting until it is free or ctx
 // is done. On failure it closes f.
