@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
 )
 
 // fileTargets are the local store and S3 (versitygw), for the tests of
@@ -265,6 +269,39 @@ func TestSync(t *testing.T) {
 			r := tg.run(t, "sync", url, link)
 			assert.Equal(t, exitError, r.code)
 			assert.Contains(t, r.stderr, "DEST "+link+" is a symbolic link")
+		})
+	}
+}
+
+// TestFormat1Dataset: a generation whose manifest records no modes or
+// times (format 1, as written before they were recorded, and still by a
+// library Put from a stream) reads, gets and syncs as before; the next put
+// records modes, which is a change.
+func TestFormat1Dataset(t *testing.T) {
+	for _, tg := range fileTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := context.Background()
+			url := tg.url(t)
+			d := commit.New(tg.open(t, url))
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, tx.PutBytes(ctx, "a.txt", []byte("a")))
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			snap, err := d.Open(ctx)
+			require.NoError(t, err)
+			require.Equal(t, generation.FormatV1, snap.Manifest.Format)
+
+			dest := filepath.Join(t.TempDir(), "out")
+			tg.ok(t, "get", url, dest)
+			assert.Equal(t, 0o644&^umask(), modeOf(t, filepath.Join(dest, "a.txt")))
+			tg.ok(t, "sync", url, filepath.Join(t.TempDir(), "synced"))
+
+			src := writeTree(t, map[string]string{"a.txt": "a"})
+			var res putResult
+			require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "--json", "put", src, url)), &res))
+			assert.False(t, res.Unchanged, "recording modes for the first time is a change")
+			assert.Equal(t, 1, res.Reused)
 		})
 	}
 }
