@@ -26,7 +26,9 @@ root and matches the whole path; any other GLOB matches the whole path or
 its end from the start of a segment: *.log matches a.log and x/y/a.log;
 b.log matches b.log and x/b.log, not xb.log. So --exclude 'tmp/**' leaves
 out every file below any directory named tmp, --exclude '/tmp/**' only
-those below the top one. Empty directories are not published.`
+those below the top one. The GLOB syntax is rclone's; here --include and
+--exclude may be mixed freely, and keep their command-line order. Empty
+directories are not published.`
 
 // filterRule is one --include or --exclude.
 type filterRule struct {
