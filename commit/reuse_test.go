@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -271,4 +272,42 @@ func TestKeepFromOverReuse(t *testing.T) {
 			assert.Contains(t, err.Error(), gone.Key)
 		})
 	}
+}
+
+// TestReuseRecordsNewMode: a file whose content is unchanged but whose
+// mode and time changed references the old object and records the new
+// mode and time; a file uploaded again because its reused object is gone
+// keeps them too.
+func TestReuseRecordsNewMode(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	dir := writeFiles(t, 2, "1")
+	_, p1 := putDir(t, d, dir)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	e0, _ := snap.Manifest.Find("d/0000")
+	assert.Equal(t, "0644", e0.Mode)
+
+	mtime := time.Date(2026, 11, 24, 9, 30, 0, 5, time.UTC)
+	for _, name := range []string{"0000", "0001"} {
+		local := filepath.Join(dir, "d", name)
+		require.NoError(t, os.Chmod(local, 0o755))
+		require.NoError(t, os.Chtimes(local, mtime, mtime))
+	}
+	gone, _ := snap.Manifest.Find("d/0001")
+	require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
+
+	tx, _ := putDir(t, d, dir)
+	assert.Equal(t, 1, tx.Reused())
+	assert.Equal(t, 1, tx.Repaired())
+	cur := checkComplete(t, d)
+	assert.Equal(t, generation.Format, cur.Manifest.Format)
+	for _, e := range cur.Files() {
+		assert.Equal(t, "0755", e.Mode, e.Path)
+		assert.True(t, mtime.Equal(e.MTime), "%s: mtime %v", e.Path, e.MTime)
+	}
+	reused, _ := cur.Manifest.Find("d/0000")
+	assert.Equal(t, generation.FromKey(e0.Key), p1.Generation)
+	assert.Equal(t, e0.Key, reused.Key, "same content: the old object is referenced")
 }

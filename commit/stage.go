@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,6 +136,15 @@ func (tx *Tx) Files() []string {
 	return slices.Sorted(maps.Keys(tx.entries))
 }
 
+// Entries returns the entries staged so far, sorted by path.
+func (tx *Tx) Entries() []generation.Entry {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	out := slices.Collect(maps.Values(tx.entries))
+	slices.SortFunc(out, func(a, b generation.Entry) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
 // KeepAll carries every file of the base generation into this one, by
 // reference: nothing is copied. Later Puts and Removes override it. The
 // commit proves the objects kept are still present; see VerifyReferences.
@@ -193,6 +203,21 @@ func (tx *Tx) checkOpen() error {
 // finished when Commit (or Discard) is called fails and is not part of
 // the generation.
 func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) error {
+	return tx.put(ctx, path, r, size, fileAttrs{})
+}
+
+// fileAttrs are what a staged entry records of its local file besides the
+// content: see generation.Entry.
+type fileAttrs struct {
+	mode  string
+	mtime time.Time
+}
+
+func attrsOf(fi fs.FileInfo) fileAttrs {
+	return fileAttrs{mode: generation.FormatMode(fi.Mode()), mtime: fi.ModTime().UTC()}
+}
+
+func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, attrs fileAttrs) error {
 	if err := generation.CheckPath(path); err != nil {
 		return err
 	}
@@ -222,7 +247,8 @@ func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) err
 	if size > 0 && counted.n != size {
 		return fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
 	}
-	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding}); err != nil {
+	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding,
+		Mode: attrs.mode, MTime: attrs.mtime}); err != nil {
 		return fmt.Errorf("commit: stage %q: %w", path, err)
 	}
 	return nil
@@ -266,12 +292,14 @@ func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
 	return tx.Put(ctx, path, bytes.NewReader(data), int64(len(data)))
 }
 
-// PutFile stages a local file. If the base generation has a file at the
-// same path with the same size and sha256, the new generation references
-// the existing object instead of uploading it again (incremental publish),
-// unless the dataset was opened WithReuse(false). Before the commit, the
-// reused object is proven present, and the file is uploaded again if it is
-// not; see VerifyReferences.
+// PutFile stages a local file, recording its permission bits and
+// modification time (see generation.Entry). If the base generation has a
+// file at the same path with the same size and sha256, the new generation
+// references the existing object instead of uploading it again
+// (incremental publish), unless the dataset was opened WithReuse(false);
+// the entry records the local file's mode and time all the same. Before
+// the commit, the reused object is proven present, and the file is
+// uploaded again if it is not; see VerifyReferences.
 func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 	f, err := os.Open(local)
 	if err != nil {
@@ -301,13 +329,15 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 			return fmt.Errorf("commit: read %s: %w", local, err)
 		}
 		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
+			a := attrsOf(fi)
+			old.Mode, old.MTime = a.mode, a.mtime
 			return tx.noteReuse(old, local)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-	return tx.Put(ctx, path, f, fi.Size())
+	return tx.put(ctx, path, f, fi.Size(), attrsOf(fi))
 }
 
 // AddDir stages every regular file below dir, with paths relative to it,

@@ -1,6 +1,9 @@
 package generation_test
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,4 +109,55 @@ func TestEncodeRefusesBadManifest(t *testing.T) {
 	_, err := generation.Encode(m)
 	require.ErrorIs(t, err, generation.ErrCorrupt)
 	assert.Contains(t, err.Error(), "../escape")
+}
+
+// A manifest written before modes and times were recorded (format 1) still
+// reads, and its entries say they record neither.
+func TestManifestFormat1StillReads(t *testing.T) {
+	stored, err := os.ReadFile(filepath.Join("testdata", "manifest-v1.json"))
+	require.NoError(t, err)
+	m, err := generation.Decode(stored)
+	require.NoError(t, err)
+	assert.Equal(t, generation.FormatV1, m.Format)
+	require.Len(t, m.Entries, 2)
+	_, ok := m.Entries[0].Perm()
+	assert.False(t, ok, "a format 1 entry records no mode")
+	assert.True(t, m.Entries[0].MTime.IsZero())
+}
+
+func TestManifestModesAndTimes(t *testing.T) {
+	m := manifest(t, 2)
+	stored, err := generation.Encode(m)
+	require.NoError(t, err)
+	assert.Equal(t, generation.FormatV1, m.Format, "without modes or times the manifest stays readable by format 1 readers")
+	assert.Contains(t, string(stored), `"format":1`)
+
+	mtime := time.Date(2026, 11, 24, 9, 30, 0, 123456789, time.UTC)
+	m.Entries[0].Mode, m.Entries[0].MTime = generation.FormatMode(0o755), mtime
+	m.Entries[1].Mode = generation.FormatMode(0o600)
+	stored, err = generation.Encode(m)
+	require.NoError(t, err)
+	assert.Equal(t, generation.Format, m.Format)
+	got, err := generation.Decode(stored)
+	require.NoError(t, err)
+	perm, ok := got.Entries[0].Perm()
+	require.True(t, ok)
+	assert.Equal(t, fs.FileMode(0o755), perm)
+	assert.True(t, mtime.Equal(got.Entries[0].MTime), "the modification time keeps its nanoseconds")
+	perm, ok = got.Entries[1].Perm()
+	require.True(t, ok)
+	assert.Equal(t, fs.FileMode(0o600), perm)
+
+	for _, bad := range []string{"755", "0758", "04755", "1755", "rwx"} {
+		m := manifest(t, 1)
+		m.Entries[0].Mode = bad
+		_, err := generation.Encode(m)
+		require.ErrorIs(t, err, generation.ErrCorrupt, "mode %q", bad)
+		assert.Contains(t, err.Error(), "bad mode")
+	}
+	// A format 1 document cannot carry the new fields.
+	v1 := strings.Replace(string(stored), `"format":2`, `"format":1`, 1)
+	_, err = generation.Decode([]byte(v1))
+	require.ErrorIs(t, err, generation.ErrCorrupt)
+	assert.Contains(t, err.Error(), "format 1 records no mode")
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,8 +18,15 @@ import (
 	"github.com/commitptr/commitptr/internal/strictjson"
 )
 
-// Format is the manifest format version this package writes and reads.
-const Format = 1
+// Format is the newest manifest format version this package writes and
+// reads. Format 2 adds the entries' Mode and MTime; Encode writes FormatV1
+// when no entry records them, so that such manifests stay readable by
+// readers that know only format 1.
+const Format = 2
+
+// FormatV1 is the first manifest format: entries without Mode and MTime.
+// Decode still reads it.
+const FormatV1 = 1
 
 // Size limits for manifests read back from a store.
 const (
@@ -80,7 +89,50 @@ type Entry struct {
 	// Encoding is how the object is stored: "" (as is) or "zstd". Size and
 	// SHA256 always describe the decoded file.
 	Encoding string `json:"encoding,omitempty"`
+	// Mode is the file's permission bits as four octal digits, such as
+	// "0755", at most "0777" (no setuid, setgid or sticky bits); "" when
+	// not recorded. Format 2.
+	Mode string `json:"mode,omitempty"`
+	// MTime is the file's modification time; zero when not recorded.
+	// Format 2.
+	MTime time.Time `json:"mtime,omitzero"`
 }
+
+// FormatMode returns the Mode string for the permission bits of m.
+func FormatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", uint32(m.Perm())) }
+
+// Perm returns the recorded permission bits, and false when the entry has
+// none.
+func (e Entry) Perm() (fs.FileMode, bool) {
+	if e.Mode == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(e.Mode, 8, 32)
+	if err != nil || n > 0o777 {
+		return 0, false
+	}
+	return fs.FileMode(n), true
+}
+
+// checkMode reports whether s is a valid Mode: "" or four octal digits, at
+// most 0777.
+func checkMode(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) != 4 || s[0] != '0' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if c < '0' || c > '7' {
+			return false
+		}
+	}
+	return true
+}
+
+// hasV2Fields reports whether an entry records what format 1 cannot hold.
+func (e Entry) hasV2Fields() bool { return e.Mode != "" || !e.MTime.IsZero() }
 
 // Find returns the entry for path, if any. Entries must be sorted.
 func (m *Manifest) Find(path string) (Entry, bool) {
@@ -111,10 +163,16 @@ func (m *Manifest) TotalSize() int64 {
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// Encode sorts the entries, validates the manifest and returns its stored
-// form: JSON, zstd-compressed when larger than CompressAbove.
+// Encode sorts the entries, sets the format to the oldest that holds them
+// (FormatV1 unless an entry records a mode or a modification time),
+// validates the manifest and returns its stored form: JSON,
+// zstd-compressed when larger than CompressAbove.
 func Encode(m *Manifest) ([]byte, error) {
 	slices.SortFunc(m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	m.Format = FormatV1
+	if slices.ContainsFunc(m.Entries, Entry.hasV2Fields) {
+		m.Format = Format
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,7 +214,7 @@ func Decode(stored []byte) (*Manifest, error) {
 		}
 	}
 	var m Manifest
-	if err := strictjson.Decode(b, Format, &m); err != nil {
+	if err := strictjson.Decode(b, []int{FormatV1, Format}, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {
@@ -171,7 +229,7 @@ func (m *Manifest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: generation %q: %s", ErrCorrupt, m.Generation, fmt.Sprintf(format, args...))
 	}
-	if m.Format != Format {
+	if m.Format != Format && m.Format != FormatV1 {
 		return bad("format %d", m.Format)
 	}
 	if err := Valid(m.Generation); err != nil {
@@ -207,6 +265,12 @@ func (m *Manifest) Validate() error {
 		}
 		if e.Encoding != EncodingNone && e.Encoding != EncodingZstd {
 			return bad("entry %q: unknown encoding %q", e.Path, e.Encoding)
+		}
+		if !checkMode(e.Mode) {
+			return bad("entry %q: bad mode %q", e.Path, e.Mode)
+		}
+		if m.Format == FormatV1 && e.hasV2Fields() {
+			return bad("entry %q: format %d records no mode or modification time", e.Path, m.Format)
 		}
 	}
 	return nil

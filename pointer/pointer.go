@@ -171,7 +171,7 @@ func Decode(b []byte) (*Pointer, error) {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxSize)
 	}
 	var p Pointer
-	if err := strictjson.Decode(b, Format, &p); err != nil {
+	if err := strictjson.Decode(b, []int{Format}, &p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := p.Validate(); err != nil {

@@ -219,7 +219,8 @@ func TestPutRefusesSymlinks(t *testing.T) {
 	u := memURL()
 	code, _, errs := cli(t, "", "put", dir, u)
 	assert.Equal(t, exitError, code)
-	assert.Contains(t, errs, "symbolic links are not followed")
+	assert.Contains(t, errs, filepath.Join(dir, "link")+" is a symbolic link (to /etc/passwd)")
+	assert.Contains(t, errs, "--links")
 	code, _, _ = cli(t, "", "ls", u)
 	assert.Equal(t, exitError, code, "nothing may have been committed")
 }

@@ -23,10 +23,12 @@ func newDiffCommand(g *globalOptions) *cobra.Command {
 		Short: "Compare two snapshots",
 		Long: `Diff compares the snapshots A and B of the dataset, each named by a seq
 number, a generation id or tag:NAME; B defaults to the current snapshot. It compares
-manifests only (paths, sizes and sha256), so it reads no data.
+manifests only (paths, sizes, sha256 and modes), so it reads no data.
 
 Each line is "+ path" (only in B), "- path" (only in A) or "M path" (content
-changed), with sizes. The exit status does not depend on whether the
+or mode changed), with sizes, and with the modes when they differ
+("M bin/run.sh (12 -> 12 bytes, mode 0644 -> 0755)"). A mode is compared only
+where both snapshots recorded one. Modification times are not compared. The exit status does not depend on whether the
 snapshots differ.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish diff s3://bucket/daily 41
   publish diff s3://bucket/daily tag:release-2026-11-24
@@ -49,6 +51,9 @@ type diffEntry struct {
 	Path    string `json:"path"`
 	OldSize int64  `json:"old_size,omitempty"`
 	NewSize int64  `json:"new_size,omitempty"`
+	// OldMode and NewMode are set on "M" when the modes differ.
+	OldMode string `json:"old_mode,omitempty"`
+	NewMode string `json:"new_mode,omitempty"`
 }
 
 type diffResult struct {
@@ -90,7 +95,11 @@ func runDiff(ctx context.Context, opts diffOptions, stdout, _ io.Writer) error {
 		case "-":
 			fmt.Fprintf(stdout, "- %s (%d bytes)\n", c.Path, c.OldSize)
 		default:
-			fmt.Fprintf(stdout, "M %s (%d -> %d bytes)\n", c.Path, c.OldSize, c.NewSize)
+			var mode string
+			if c.OldMode != c.NewMode {
+				mode = fmt.Sprintf(", mode %s -> %s", c.OldMode, c.NewMode)
+			}
+			fmt.Fprintf(stdout, "M %s (%d -> %d bytes%s)\n", c.Path, c.OldSize, c.NewSize, mode)
 		}
 	}
 	return nil
@@ -110,8 +119,12 @@ func diffManifests(a, b *generation.Manifest) []diffEntry {
 			j++
 		default:
 			ea, eb := a.Entries[i], b.Entries[j]
-			if ea.SHA256 != eb.SHA256 || ea.Size != eb.Size {
-				out = append(out, diffEntry{Op: "M", Path: ea.Path, OldSize: ea.Size, NewSize: eb.Size})
+			c := diffEntry{Op: "M", Path: ea.Path, OldSize: ea.Size, NewSize: eb.Size}
+			if ea.Mode != "" && eb.Mode != "" && ea.Mode != eb.Mode {
+				c.OldMode, c.NewMode = ea.Mode, eb.Mode
+			}
+			if ea.SHA256 != eb.SHA256 || ea.Size != eb.Size || c.OldMode != "" {
+				out = append(out, c)
 			}
 			i++
 			j++

@@ -24,12 +24,26 @@ type getOptions struct {
 	Ref         refFlags
 	Force       bool
 	Concurrency int
+	Attrs       attrFlags
+	Filters     filters
+}
+
+// attrFlags are --no-perms and --no-times, shared by get and sync.
+type attrFlags struct {
+	NoPerms, NoTimes bool
+}
+
+func (a *attrFlags) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.NoPerms, "no-perms", false, "do not restore the files' recorded permission bits (files get 0644, less the umask)")
+	cmd.Flags().BoolVar(&a.NoTimes, "no-times", false, "do not restore the files' recorded modification times (files keep the time they were written)")
 }
 
 func (o *getOptions) AddFlags(cmd *cobra.Command) {
 	o.Ref.AddFlags(cmd)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "replace DEST even if it is not empty (its old content is removed)")
 	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads")
+	o.Attrs.AddFlags(cmd)
+	o.Filters.AddFlags(cmd, "snapshot's")
 }
 
 func newGetCommand(g *globalOptions) *cobra.Command {
@@ -48,9 +62,21 @@ written outside DEST and its temporary sibling: every path is validated, the
 files are created through a handle that cannot leave the temporary directory,
 and a DEST that is a symbolic link is refused.
 
-DEST must be an empty directory, or not exist in a directory that does.
-With --force a non-empty DEST is replaced, atomically where the kernel
-supports it (renameat2 RENAME_EXCHANGE), and its old content removed.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
+DEST must be an empty directory, or not exist; its missing parent
+directories are created. With --force a non-empty DEST is replaced,
+atomically where the kernel supports it (renameat2 RENAME_EXCHANGE), and
+its old content removed. To update a directory in place, downloading only
+what changed, use 'publish sync'.
+
+Each file gets the permission bits recorded for it (exactly, whatever the
+umask; never setuid, setgid or sticky bits) and its recorded modification
+time, unless --no-perms or --no-times. Files of a snapshot published
+before modes were recorded get 0644, less the umask. Empty directories are
+not part of a snapshot.
+
+With filters, only the files they select are downloaded.
+
+` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish get s3://bucket/daily ./daily
   publish get --seq 41 s3://bucket/daily ./daily-41
   publish get --force file:///srv/datasets/app /srv/app/current`,
@@ -98,6 +124,10 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	}
 
 	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("DEST %s: create its parent directory: %w", dest, unwrapPathError(err))
+	}
+	entries := selectEntries(snap.Files(), &opts.Filters)
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".publish-get-*")
 	if err != nil {
 		return fmt.Errorf("DEST %s: create a temporary directory beside it: %w", dest, unwrapPathError(err))
@@ -108,7 +138,7 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := download(ctx, opts, snap, tmp, stderr); err != nil {
+	if err := download(ctx, opts, snap, entries, tmp, stderr); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "publish: interrupted; removed the partial download %s\n", tmp)
 		}
@@ -128,7 +158,10 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	res := getResult{Seq: snap.Seq(), Generation: snap.Generation(), Files: len(snap.Files()), Bytes: snap.Manifest.TotalSize(), Dest: dest}
+	res := getResult{Seq: snap.Seq(), Generation: snap.Generation(), Files: len(entries), Dest: dest}
+	for _, e := range entries {
+		res.Bytes += e.Size
+	}
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
@@ -142,9 +175,6 @@ func checkDest(dest string, force bool) (replace bool, err error) {
 	fi, err := os.Lstat(dest)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if _, err := os.Stat(filepath.Dir(dest)); err != nil {
-			return false, fmt.Errorf("DEST %s: parent directory: %w", dest, unwrapPathError(err))
-		}
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
@@ -172,26 +202,28 @@ func checkDest(dest string, force bool) (replace bool, err error) {
 // download writes every file of the snapshot below dir, verified. Files are
 // created through an os.Root, which refuses any path that would leave dir,
 // also through symbolic links.
-func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, dir string, stderr io.Writer) error {
+func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entries []generation.Entry, dir string, stderr io.Writer) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	for _, e := range snap.Files() {
+	var total int64
+	for _, e := range entries {
+		total += e.Size
 		// The manifest was validated when it was read; check again here,
 		// where paths turn into file names.
 		if err := generation.CheckPath(e.Path); err != nil {
 			return err
 		}
 	}
-	bar := newProgress(stderr, opts.globalOptions, snap.Manifest.TotalSize(), "downloading", true)
+	bar := newProgress(stderr, opts.globalOptions, total, "downloading", true)
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
-	for _, e := range snap.Files() {
+	for _, e := range entries {
 		g.Go(func() error {
-			if err := getFile(gctx, root, snap, e); err != nil {
+			if err := getFile(gctx, root, snap, e, e.Path, opts.Attrs); err != nil {
 				return err
 			}
 			bar.Add(e.Size)
@@ -204,15 +236,18 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, dir s
 	return syncAll(dir)
 }
 
-func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e generation.Entry) error {
+// getFile downloads the entry e to name below root, verified, and gives it
+// the entry's mode and time as attrs allows. name is e.Path, or a
+// temporary name beside it.
+func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e generation.Entry, name string, attrs attrFlags) error {
 	if d := path.Dir(e.Path); d != "." {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create directory for %q: %w", e.Path, err)
 		}
 	}
-	f, err := root.OpenFile(e.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("create %q: %w", e.Path, err)
+		return fmt.Errorf("create %q: %w", name, err)
 	}
 	defer f.Close()
 	rc, err := snap.OpenEntry(ctx, e)
@@ -223,7 +258,41 @@ func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e genera
 	if _, err := io.Copy(f, rc); err != nil {
 		return fmt.Errorf("download %q (key %q): %w", e.Path, e.Key, err)
 	}
-	return f.Close()
+	if perm, ok := e.Perm(); ok && !attrs.NoPerms {
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("set the mode of %q: %w", e.Path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %q: %w", e.Path, err)
+	}
+	return setTime(root, name, e, attrs)
+}
+
+// setTime gives name the entry's recorded modification time, unless the
+// entry has none or attrs says not to.
+func setTime(root *os.Root, name string, e generation.Entry, attrs attrFlags) error {
+	if e.MTime.IsZero() || attrs.NoTimes {
+		return nil
+	}
+	if err := root.Chtimes(name, e.MTime, e.MTime); err != nil {
+		return fmt.Errorf("set the modification time of %q: %w", e.Path, err)
+	}
+	return nil
+}
+
+// selectEntries returns the entries the filters select.
+func selectEntries(all []generation.Entry, keep *filters) []generation.Entry {
+	if !keep.Active() {
+		return all
+	}
+	var out []generation.Entry
+	for _, e := range all {
+		if keep.Match(e.Path) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // moveInto renames the complete download to dest. An existing dest is

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type putOptions struct {
 	// what is most likely a mistake: see the help.
 	AllowEmpty, AllowUnchanged bool
 	MaxDelete                  string
+	Links                      string
+	Filters                    filters
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -58,6 +61,8 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.AllowEmpty, "allow-empty", false, "publish SRC even if it holds no files (the new generation is empty)")
 	f.BoolVar(&o.AllowUnchanged, "allow-unchanged", false, "commit even if SRC is exactly the current generation (default: say so and commit nothing)")
 	f.StringVar(&o.MaxDelete, "max-delete", "", "refuse to drop more than `N` files (or N% of them) of the current generation")
+	f.StringVar(&o.Links, "links", "refuse", "what to do with a symbolic link in SRC: refuse, skip, follow (only to a target inside SRC) or follow-any")
+	o.Filters.AddFlags(cmd, "SRC")
 }
 
 func newPutCommand(g *globalOptions) *cobra.Command {
@@ -77,9 +82,24 @@ the commit, put proves that every object it references still exists with
 the right size (about one LIST request per 1,000 reused files, or a HEAD
 for a lone one); a file whose object is missing or damaged is uploaded
 again, so publishing again repairs such a dataset. --no-reuse uploads
-every file. Files that are not in SRC are not in the new generation. Symbolic links and special
-files in SRC are refused, not followed. A single file is published under its
-base name.
+every file. Files that are not in SRC are not in the new generation, nor
+are the files the filters leave out (see Filters below) or empty
+directories. A single file is published under its base name.
+
+Each file's permission bits (at most 0777) and modification time are
+recorded in the manifest; 'publish get' and 'publish sync' restore them. A
+file whose content is unchanged but whose mode changed is reused, and the
+new generation records the new mode.
+
+Symbolic links. By default (--links refuse) a symbolic link in SRC stops
+the put before anything is written, naming it. --links skip leaves links
+out. --links follow publishes what a link points to, a file or a directory
+tree, under the link's path, but only when the target, every link
+resolved, lies inside SRC; a link leading outside SRC is refused unless
+--links follow-any. A link that leads back to a directory being walked (a
+loop), a chain of links too long to resolve, and a dangling link are
+refused, naming the link. Special files (devices, sockets, pipes) are
+always refused.
 
 If another writer commits first, put deletes what it staged and exits with
 status 3. Retry it if your data should win, or let the winner stand.
@@ -99,8 +119,10 @@ Three guards refuse what is most likely a mistake, and write nothing: an
 SRC without files (an empty generation) unless --allow-empty; a put that
 would drop more of the current generation's files than --max-delete N (or
 N%) allows; and an SRC that is exactly the current generation (the same
-paths, sizes and sha256, every object still in the store), which prints
-"unchanged" and exits 0 without a commit unless --allow-unchanged. A put
+paths, sizes, sha256 and modes, every object still in the store), which
+prints "unchanged" and exits 0 without a commit unless --allow-unchanged.
+Modification times alone do not make a change: a rebuild that rewrote the
+same bytes commits nothing. A put
 over a dataset whose objects were damaged is not "unchanged": it uploads
 those files again and commits, repairing it.
 
@@ -111,10 +133,13 @@ put.
 Ctrl-C during put deletes the staged generation (within 30 s) and says so;
 if that fails, it says the objects are left for the collector's orphan sweep.
 Ctrl-C while the pointer is being written can end with status 5: the commit
-may have landed, and nothing is deleted.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
+may have landed, and nothing is deleted.
+
+` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish put ./out s3://bucket/daily
   publish put -m "nightly build" --meta commit=$GIT_SHA ./out file:///srv/datasets/app
   publish put --lease nightly --compress zstd ./out s3://bucket/daily
+  publish put --exclude '*.tmp' --exclude '/cache/**' --links skip ./out s3://bucket/daily
   publish put --endpoint http://127.0.0.1:9000 --path-style ./out s3://bucket/daily`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -172,7 +197,11 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Look at SRC before touching the store: a bad SRC writes nothing.
-	files, err := collect(opts.Src)
+	links, err := parseLinkMode(opts.Links)
+	if err != nil {
+		return err
+	}
+	files, err := collect(opts.Src, links, &opts.Filters)
 	if err != nil {
 		return err
 	}
@@ -319,12 +348,48 @@ func discardStaged(ctx context.Context, tx *commit.Tx, cause error, stderr io.Wr
 	return cause
 }
 
+// linkMode is --links: what put does with a symbolic link in SRC.
+type linkMode string
+
+const (
+	linksRefuse    linkMode = "refuse"
+	linksSkip      linkMode = "skip"
+	linksFollow    linkMode = "follow"
+	linksFollowAny linkMode = "follow-any"
+)
+
+func parseLinkMode(v string) (linkMode, error) {
+	switch m := linkMode(v); m {
+	case linksRefuse, linksSkip, linksFollow, linksFollowAny:
+		return m, nil
+	}
+	return "", usagef("--links %q: want refuse, skip, follow or follow-any", v)
+}
+
+// collector walks SRC.
+type collector struct {
+	src   string // as given
+	root  string // SRC with every symbolic link resolved
+	links linkMode
+	keep  *filters
+	files []srcFile
+}
+
 // collect lists the files of SRC: every regular file below a directory, or
-// the file itself. Symbolic links and special files are refused.
-func collect(src string) ([]srcFile, error) {
+// the file itself, that the filters select. Symbolic links are handled as
+// links says; special files are refused.
+func collect(src string, links linkMode, keep *filters) ([]srcFile, error) {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if links != linksFollow && links != linksFollowAny {
+			return nil, fmt.Errorf("SRC %s is a symbolic link; name its target, or pass --links follow", src)
+		}
+		if fi, err = os.Stat(src); err != nil {
+			return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
+		}
 	}
 	switch {
 	case fi.Mode().IsRegular():
@@ -332,37 +397,124 @@ func collect(src string) ([]srcFile, error) {
 		if err := generation.CheckPath(name); err != nil {
 			return nil, fmt.Errorf("SRC %s: %w", src, err)
 		}
+		if !keep.Match(name) {
+			return nil, nil
+		}
 		return []srcFile{{path: name, local: src, size: fi.Size()}}, nil
 	case !fi.IsDir():
-		return nil, fmt.Errorf("SRC %s: not a directory or regular file (symbolic links are not followed)", src)
+		return nil, fmt.Errorf("SRC %s: not a directory or regular file", src)
 	}
-	var files []srcFile
-	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
-		}
-		if de.IsDir() {
-			return nil
-		}
-		if !de.Type().IsRegular() {
-			return fmt.Errorf("SRC %s: not a regular file (symbolic links are not followed)", p)
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
+	root, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, err
+	}
+	c := &collector{src: src, root: root, links: links, keep: keep}
+	if err := c.walk(src, "", map[string]bool{root: true}); err != nil {
+		return nil, err
+	}
+	return c.files, nil
+}
+
+// walk adds the files below the local directory dir, whose dataset path
+// is prefix ("" for SRC). ancestors holds the resolved directories being
+// walked, from SRC down: a link to one of them is a loop.
+func (c *collector) walk(dir, prefix string, ancestors map[string]bool) error {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("SRC %s: %w", dir, unwrapPathError(err))
+	}
+	for _, de := range des {
+		p := filepath.Join(dir, de.Name())
+		rel := path.Join(prefix, de.Name())
 		if err := generation.CheckPath(rel); err != nil {
 			return fmt.Errorf("SRC %s: %w", p, err)
 		}
-		info, err := de.Info()
-		if err != nil {
-			return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+		switch t := de.Type(); {
+		case t.IsDir():
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+			}
+			if err := c.walkDir(p, rel, real, ancestors); err != nil {
+				return err
+			}
+		case t.IsRegular():
+			if err := c.addFile(p, p, rel); err != nil {
+				return err
+			}
+		case t&fs.ModeSymlink != 0:
+			if err := c.link(p, rel, ancestors); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("SRC %s: not a regular file (%s)", p, t.Type())
 		}
-		files = append(files, srcFile{path: rel, local: p, size: info.Size()})
+	}
+	return nil
+}
+
+func (c *collector) walkDir(p, rel, real string, ancestors map[string]bool) error {
+	if ancestors[real] {
+		return fmt.Errorf("SRC %s: symbolic link loop: it leads back to %s", p, real)
+	}
+	ancestors[real] = true
+	defer delete(ancestors, real)
+	return c.walk(p, rel, ancestors)
+}
+
+func (c *collector) addFile(p, local, rel string) error {
+	if !c.keep.Match(rel) {
 		return nil
-	})
-	return files, err
+	}
+	info, err := os.Stat(local)
+	if err != nil {
+		return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+	}
+	c.files = append(c.files, srcFile{path: rel, local: local, size: info.Size()})
+	return nil
+}
+
+// link handles the symbolic link p, as --links says.
+func (c *collector) link(p, rel string, ancestors map[string]bool) error {
+	switch c.links {
+	case linksSkip:
+		return nil
+	case linksRefuse:
+		target, _ := os.Readlink(p)
+		return fmt.Errorf("SRC %s is a symbolic link (to %s); pass --links skip to leave links out, or --links follow to publish what they point to", p, target)
+	}
+	// Resolving fails on a loop of links (ELOOP) and on a dangling one.
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return fmt.Errorf("SRC %s: symbolic link: %w", p, unwrapPathError(err))
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return err
+	}
+	if c.links != linksFollowAny && !within(c.root, real) {
+		return fmt.Errorf("SRC %s is a symbolic link to %s, outside SRC; pass --links follow-any to follow it, or --links skip", p, real)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("SRC %s: symbolic link: %w", p, unwrapPathError(err))
+	}
+	switch {
+	case fi.IsDir():
+		return c.walkDir(p, rel, real, ancestors)
+	case fi.Mode().IsRegular():
+		return c.addFile(p, real, rel)
+	}
+	return fmt.Errorf("SRC %s: symbolic link to %s, not a regular file or directory", p, real)
+}
+
+// within reports whether p is root or below it; both are clean and
+// absolute.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func unwrapPathError(err error) error {
@@ -470,8 +622,9 @@ func baseFiles(ctx context.Context, tx *commit.Tx) (map[string]bool, error) {
 }
 
 // unchanged reports whether the staged files are exactly the current
-// generation: every file matched it (so the reuse has read its manifest),
-// it has no other files, and its objects are all still there. The check
+// generation: every file matched it, with the same mode (so the reuse has
+// read its manifest), it has no other files, and its objects are all still
+// there. The check
 // uploads damaged ones again; then the put is a change that repairs the
 // dataset. base is the current generation's paths, or nil if not read yet.
 func unchanged(ctx context.Context, tx *commit.Tx, files []srcFile, base map[string]bool) (bool, error) {
@@ -486,6 +639,17 @@ func unchanged(ctx context.Context, tx *commit.Tx, files []srcFile, base map[str
 	}
 	if len(files) != len(base) {
 		return false, nil
+	}
+	// The same content with another mode is a change; a modification time
+	// alone is not (see the help).
+	snap, err := tx.BaseSnapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range tx.Entries() {
+		if old, ok := snap.Manifest.Find(e.Path); !ok || old.Mode != e.Mode {
+			return false, nil
+		}
 	}
 	if err := tx.VerifyReferences(ctx); err != nil {
 		return false, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -124,7 +125,9 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 	for _, m := range manifests {
 		for _, e := range m.Entries {
 			shared := e
-			shared.Path = "" // the same object under another path is the same check
+			// The same object under another path, or with another mode
+			// or time, is the same check.
+			shared.Path, shared.Mode, shared.MTime = "", "", time.Time{}
 			if seen[shared] {
 				continue
 			}

@@ -48,6 +48,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 	root.AddCommand(
 		newPutCommand(g),
 		newGetCommand(g),
+		newSyncCommand(g),
 		newCatCommand(g),
 		newLsCommand(g),
 		newShowCommand(g),

@@ -8,20 +8,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
 
-// Decode checks that b is a JSON object whose "format" equals format and
-// decodes it into v. Errors describe the problem without a package prefix;
+// Decode checks that b is a JSON object whose "format" is one of formats
+// and decodes it into v. Errors describe the problem without a package prefix;
 // callers wrap them with their own corrupt-input error.
-func Decode(b []byte, format int, v any) error {
+func Decode(b []byte, formats []int, v any) error {
 	var probe struct {
 		Format int `json:"format"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return err
 	}
-	if probe.Format != format {
-		return fmt.Errorf("unknown format %d (this version reads %d)", probe.Format, format)
+	if !slices.Contains(formats, probe.Format) {
+		return fmt.Errorf("unknown format %d (this version reads %s)", probe.Format, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(formats)), " or "), "[]"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

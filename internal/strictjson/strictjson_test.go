@@ -24,7 +24,7 @@ func TestDecode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var d doc
-			err := strictjson.Decode([]byte(c.in), 1, &d)
+			err := strictjson.Decode([]byte(c.in), []int{1}, &d)
 			if c.name == "ok" {
 				require.NoError(t, err)
 				assert.Equal(t, "x", d.Name)

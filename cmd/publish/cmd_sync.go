@@ -1,0 +1,480 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+)
+
+type syncOptions struct {
+	*globalOptions
+	URL, Dest   string
+	Ref         refFlags
+	Concurrency int
+	Attrs       attrFlags
+	Filters     filters
+	DryRun      bool
+}
+
+func (o *syncOptions) AddFlags(cmd *cobra.Command) {
+	o.Ref.AddFlags(cmd)
+	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads and local checksums")
+	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "say what would change, and change nothing")
+	o.Attrs.AddFlags(cmd)
+	o.Filters.AddFlags(cmd, "snapshot's")
+}
+
+func newSyncCommand(g *globalOptions) *cobra.Command {
+	opts := syncOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "sync URL DEST",
+		Short: "Update a directory in place to one snapshot, downloading only what changed",
+		Long: `Sync makes the directory DEST hold the current snapshot of the dataset at URL
+(or the retained one that --seq, --gen or --tag names), downloading only
+the files whose content differs: a file on disk with the snapshot's size
+and sha256 is kept (its mode and time are set to the recorded ones, unless
+--no-perms or --no-times), every other file of the snapshot is downloaded
+and verified against the manifest, and files in DEST that are not in the
+snapshot are deleted, as are the directories that this leaves empty. DEST
+and its missing parents are created. It prints one line per change ("+"
+added, "M" content replaced, "m" only the mode or time set, "-" deleted)
+and a summary.
+
+What is atomic, and what is not. Each file is replaced atomically: it is
+downloaded to a temporary name in its own directory (.NAME.publish-sync-*),
+verified and synced, then renamed over the old one, so a reader opening a
+file sees either its old or its new content, whole. DEST as a whole is not
+replaced atomically: while sync runs, a reader can see some files of the
+new snapshot beside some of the old one. Deletions come last, after every
+download was verified; if a download fails, nothing is deleted and DEST
+holds a mix of old and new files, which the next sync completes. For a
+directory that changes all at once, use 'publish get --force' (a new
+directory swapped in) or publish into a path that readers reach through a
+symbolic link you switch.
+
+Nothing is written outside DEST: every path is validated, every file is
+opened through a handle that cannot leave DEST, and a symbolic link inside
+DEST is never followed: a link where the snapshot has a file is deleted
+and replaced by the file; a link where the snapshot needs a directory is
+deleted unless filters leave it out, and then sync fails, naming it. A DEST
+that is itself a symbolic link is refused.
+
+With filters, only the files they select are downloaded or deleted: a file
+in DEST that the filters leave out is left alone, whether or not it is in
+the snapshot.
+
+` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
+		Example: `  publish sync s3://bucket/daily /srv/daily
+  publish sync --exclude '*.log' --tag release s3://bucket/daily ./daily
+  publish sync --dry-run file:///srv/datasets/app ./app`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.URL, opts.Dest = args[0], args[1]
+			return runSync(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+// syncResult is what sync reports.
+type syncResult struct {
+	Seq        uint64   `json:"seq"`
+	Generation string   `json:"generation"`
+	Dest       string   `json:"dest"`
+	DryRun     bool     `json:"dry_run,omitempty"`
+	Added      []string `json:"added"`
+	Updated    []string `json:"updated"`
+	// Attrs are files whose content matched, but whose mode or time was set.
+	Attrs     []string `json:"attrs"`
+	Deleted   []string `json:"deleted"`
+	Unchanged int      `json:"unchanged"`
+	// Bytes is what was downloaded.
+	Bytes int64 `json:"bytes"`
+}
+
+// localFile is what DEST holds at a path.
+type localFile struct {
+	mode  fs.FileMode // type bits only matter, and the permission bits
+	size  int64
+	mtime int64 // UnixNano
+}
+
+func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) error {
+	ref, err := opts.Ref.ref()
+	if err != nil {
+		return err
+	}
+	if opts.Concurrency < 1 {
+		return usagef("--concurrency must be at least 1")
+	}
+	dest, err := filepath.Abs(opts.Dest)
+	if err != nil {
+		return fmt.Errorf("DEST %s: %w", opts.Dest, err)
+	}
+	fi, err := os.Lstat(dest)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("DEST %s is a symbolic link; refusing to follow it (name the target directory instead)", dest)
+	case !fi.IsDir():
+		return fmt.Errorf("DEST %s exists and is not a directory", dest)
+	}
+	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency))
+	if err != nil {
+		return err
+	}
+	snap, err := openSnapshot(ctx, d, opts.URL, ref)
+	if err != nil {
+		return err
+	}
+	entries := selectEntries(snap.Files(), &opts.Filters)
+	for _, e := range entries {
+		if err := generation.CheckPath(e.Path); err != nil {
+			return err
+		}
+	}
+	if !opts.DryRun {
+		if err := os.MkdirAll(dest, 0o755); err != nil {
+			return fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
+		}
+	}
+	s := &syncer{opts: opts, snap: snap, dest: dest, res: syncResult{Seq: snap.Seq(), Generation: snap.Generation(), Dest: dest, DryRun: opts.DryRun,
+		Added: []string{}, Updated: []string{}, Attrs: []string{}, Deleted: []string{}}}
+	if err := s.run(ctx, entries, stderr); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "publish: interrupted; %s may hold a mix of old and new files, and no file was deleted; sync again to complete it\n", dest)
+		}
+		return describe(opts.URL, err)
+	}
+	res := s.res
+	if opts.JSON {
+		return writeJSON(stdout, res)
+	}
+	for _, c := range []struct {
+		op    string
+		paths []string
+	}{{"+", res.Added}, {"M", res.Updated}, {"m", res.Attrs}, {"-", res.Deleted}} {
+		for _, p := range c.paths {
+			fmt.Fprintf(stdout, "%s %s\n", c.op, p)
+		}
+	}
+	verb := "synced"
+	if opts.DryRun {
+		verb = "would sync (dry run)"
+	}
+	fmt.Fprintf(stdout, "%s seq %d generation %s into %s: %d added, %d updated, %d deleted, %d unchanged (%d with mode or time set), %s downloaded\n",
+		verb, res.Seq, res.Generation, dest, len(res.Added), len(res.Updated), len(res.Deleted), res.Unchanged+len(res.Attrs), len(res.Attrs), humanBytes(res.Bytes))
+	return nil
+}
+
+type syncer struct {
+	opts syncOptions
+	snap *commit.Snapshot
+	dest string
+	root *os.Root
+	res  syncResult
+}
+
+func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.Writer) error {
+	local := map[string]localFile{}
+	if !s.opts.DryRun || dirExists(s.dest) {
+		root, err := os.OpenRoot(s.dest)
+		if err != nil {
+			return fmt.Errorf("DEST %s: %w", s.dest, unwrapPathError(err))
+		}
+		defer root.Close()
+		s.root = root
+		if local, err = s.scan(); err != nil {
+			return err
+		}
+	}
+	want := make(map[string]generation.Entry, len(entries))
+	dirs := map[string]bool{} // directories the snapshot's files need
+	for _, e := range entries {
+		want[e.Path] = e
+		for d := path.Dir(e.Path); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+
+	// Plan. A path in DEST that is in the way of the snapshot (a link or
+	// special file where it has a file, anything but a directory where it
+	// needs one, a directory where it has a file) is removed before the
+	// downloads; other extra files after them.
+	var inTheWay, extra []string
+	for p, lf := range local {
+		_, wanted := want[p]
+		switch {
+		case lf.mode.IsDir():
+			if wanted {
+				inTheWay = append(inTheWay, p)
+			}
+		case dirs[p]:
+			if !s.opts.Filters.Match(p) {
+				return fmt.Errorf("DEST %s is not a directory, but the snapshot has files below it, and the filters leave it out; remove it, or change the filters", filepath.Join(s.dest, p))
+			}
+			inTheWay = append(inTheWay, p)
+		case wanted && !lf.mode.IsRegular():
+			inTheWay = append(inTheWay, p)
+		case !wanted && s.opts.Filters.Match(p):
+			extra = append(extra, p)
+		}
+	}
+
+	// Compare the files on disk with the snapshot, by size and sha256.
+	var fetch, fix []generation.Entry
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, e := range entries {
+		lf, ok := local[e.Path]
+		if !ok || !lf.mode.IsRegular() || lf.size != e.Size {
+			mu.Lock()
+			fetch = append(fetch, e)
+			mu.Unlock()
+			continue
+		}
+		g.Go(func() error {
+			same, err := s.sameContent(gctx, e)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case !same:
+				fetch = append(fetch, e)
+			case s.attrsDiffer(e, lf):
+				fix = append(fix, e)
+			default:
+				s.res.Unchanged++
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, e := range fetch {
+		if _, ok := local[e.Path]; ok && local[e.Path].mode.IsRegular() {
+			s.res.Updated = append(s.res.Updated, e.Path)
+		} else {
+			s.res.Added = append(s.res.Added, e.Path)
+		}
+		s.res.Bytes += e.Size
+	}
+	for _, e := range fix {
+		s.res.Attrs = append(s.res.Attrs, e.Path)
+	}
+	s.res.Deleted = append(s.res.Deleted, extra...)
+	for _, p := range inTheWay {
+		if _, wanted := want[p]; !wanted {
+			s.res.Deleted = append(s.res.Deleted, p)
+		}
+	}
+	for _, l := range [][]string{s.res.Added, s.res.Updated, s.res.Attrs, s.res.Deleted} {
+		slices.Sort(l)
+	}
+	if s.opts.DryRun {
+		return nil
+	}
+
+	for _, p := range inTheWay {
+		if err := s.root.RemoveAll(p); err != nil {
+			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+		}
+	}
+	if err := s.download(ctx, fetch, stderr); err != nil {
+		return err
+	}
+	for _, e := range fix {
+		if err := s.setAttrs(e); err != nil {
+			return err
+		}
+	}
+	for _, p := range extra {
+		if err := s.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+		}
+	}
+	s.removeEmptyDirs(local, dirs)
+	return syncAll(s.dest)
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// scan lists DEST without following links.
+func (s *syncer) scan() (map[string]localFile, error) {
+	local := map[string]localFile{}
+	err := fs.WalkDir(s.root.FS(), ".", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+		}
+		if p == "." {
+			return nil
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+		}
+		local[p] = localFile{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		return nil
+	})
+	return local, err
+}
+
+// sameContent reports whether the file at e.Path in DEST has e's sha256.
+func (s *syncer) sameContent(ctx context.Context, e generation.Entry) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	f, err := s.root.Open(e.Path)
+	if err != nil {
+		return false, fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, e.Path), unwrapPathError(err))
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, fmt.Errorf("DEST %s: read: %w", filepath.Join(s.dest, e.Path), unwrapPathError(err))
+	}
+	return hex.EncodeToString(h.Sum(nil)) == e.SHA256, nil
+}
+
+func (s *syncer) attrsDiffer(e generation.Entry, lf localFile) bool {
+	if perm, ok := e.Perm(); ok && !s.opts.Attrs.NoPerms && lf.mode.Perm() != perm {
+		return true
+	}
+	return !e.MTime.IsZero() && !s.opts.Attrs.NoTimes && lf.mtime != e.MTime.UnixNano()
+}
+
+func (s *syncer) setAttrs(e generation.Entry) error {
+	if perm, ok := e.Perm(); ok && !s.opts.Attrs.NoPerms {
+		if err := s.root.Chmod(e.Path, perm); err != nil {
+			return fmt.Errorf("DEST %s: set the mode: %w", filepath.Join(s.dest, e.Path), unwrapPathError(err))
+		}
+	}
+	return setTime(s.root, e.Path, e, s.opts.Attrs)
+}
+
+// download fetches the entries to temporary names beside their paths,
+// verified, syncs them, then renames each over its path.
+func (s *syncer) download(ctx context.Context, fetch []generation.Entry, stderr io.Writer) error {
+	if len(fetch) == 0 {
+		return nil
+	}
+	var total int64
+	for _, e := range fetch {
+		total += e.Size
+		if err := s.checkDirs(e.Path); err != nil {
+			return err
+		}
+	}
+	tmps := make([]string, len(fetch))
+	defer func() {
+		for _, t := range tmps {
+			if t != "" {
+				s.root.Remove(t) //nolint:errcheck // best effort; the next sync removes leftovers
+			}
+		}
+	}()
+	bar := newProgress(stderr, s.opts.globalOptions, total, "downloading", true)
+	defer bar.Finish()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for i, e := range fetch {
+		tmp, err := tempName(e.Path)
+		if err != nil {
+			return err
+		}
+		tmps[i] = tmp
+		g.Go(func() error {
+			if err := getFile(gctx, s.root, s.snap, e, tmp, s.opts.Attrs); err != nil {
+				return err
+			}
+			bar.Add(e.Size)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// Every new file is durable before any of them is renamed in.
+	if err := syncAll(s.dest); err != nil {
+		return err
+	}
+	for i, e := range fetch {
+		if err := s.root.Rename(tmps[i], e.Path); err != nil {
+			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, e.Path), unwrapLinkError(err))
+		}
+		tmps[i] = ""
+	}
+	return nil
+}
+
+// checkDirs refuses to write p if one of its parent directories in DEST
+// is a symbolic link (which os.Root would follow while it stays in DEST).
+func (s *syncer) checkDirs(p string) error {
+	var parts []string
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		parts = append(parts, d)
+	}
+	for _, d := range slices.Backward(parts) {
+		fi, err := s.root.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // created by getFile, as a directory
+		case err != nil:
+			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, d), unwrapPathError(err))
+		case !fi.IsDir():
+			return fmt.Errorf("DEST %s is not a directory (a symbolic link is not followed), but the snapshot has files below it", filepath.Join(s.dest, d))
+		}
+	}
+	return nil
+}
+
+// tempName returns a fresh hidden name beside p.
+func tempName(p string) (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return path.Join(path.Dir(p), "."+path.Base(p)+".publish-sync-"+hex.EncodeToString(b[:])), nil
+}
+
+// removeEmptyDirs removes the directories of DEST, deepest first, that the
+// snapshot does not need and that are empty now.
+func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]bool) {
+	var ds []string
+	for p, lf := range local {
+		if lf.mode.IsDir() && !needed[p] {
+			ds = append(ds, p)
+		}
+	}
+	slices.SortFunc(ds, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range ds {
+		s.root.Remove(d) //nolint:errcheck // a directory that is not empty stays
+	}
+}
