@@ -78,7 +78,8 @@ that is itself a symbolic link is refused.
 
 With filters, only the files they select are downloaded or deleted: a file
 in DEST that the filters leave out is left alone, whether or not it is in
-the snapshot.
+the snapshot; if it is below a directory where the snapshot has a file,
+sync fails, naming both.
 
 ` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish sync s3://bucket/daily /srv/daily
@@ -217,25 +218,30 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		}
 	}
 
-	// Plan. A path in DEST that is in the way of the snapshot (a link or
-	// special file where it has a file, anything but a directory where it
-	// needs one, a directory where it has a file) is removed before the
-	// downloads; other extra files after them.
-	var inTheWay, extra []string
+	// Plan. A path in DEST that is in the way of the snapshot is dealt
+	// with so that nothing is lost if a download fails: a non-directory
+	// where the snapshot needs a directory (blocked) is renamed aside
+	// before the downloads, and put back if one fails; a directory, link or
+	// special file where the snapshot has a file (replaced) is removed only
+	// after every download was verified. Other extra files go last.
+	var blocked, replaced, extra []string
 	for p, lf := range local {
 		_, wanted := want[p]
 		switch {
 		case lf.mode.IsDir():
 			if wanted {
-				inTheWay = append(inTheWay, p)
+				if kept := s.filteredBelow(local, p); kept != "" {
+					return fmt.Errorf("DEST %s is a directory, but the snapshot has a file there, and the filters leave out %s below it; remove it, or change the filters", filepath.Join(s.dest, p), filepath.Join(s.dest, kept))
+				}
+				replaced = append(replaced, p)
 			}
 		case dirs[p]:
 			if !s.opts.Filters.Match(p) {
 				return fmt.Errorf("DEST %s is not a directory, but the snapshot has files below it, and the filters leave it out; remove it, or change the filters", filepath.Join(s.dest, p))
 			}
-			inTheWay = append(inTheWay, p)
+			blocked = append(blocked, p)
 		case wanted && !lf.mode.IsRegular():
-			inTheWay = append(inTheWay, p)
+			replaced = append(replaced, p)
 		case !wanted && s.opts.Filters.Match(p):
 			extra = append(extra, p)
 		}
@@ -287,11 +293,7 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		s.res.Attrs = append(s.res.Attrs, e.Path)
 	}
 	s.res.Deleted = append(s.res.Deleted, extra...)
-	for _, p := range inTheWay {
-		if _, wanted := want[p]; !wanted {
-			s.res.Deleted = append(s.res.Deleted, p)
-		}
-	}
+	s.res.Deleted = append(s.res.Deleted, blocked...)
 	for _, l := range [][]string{s.res.Added, s.res.Updated, s.res.Attrs, s.res.Deleted} {
 		slices.Sort(l)
 	}
@@ -299,13 +301,18 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		return nil
 	}
 
-	for _, p := range inTheWay {
-		if err := s.root.RemoveAll(p); err != nil {
-			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
-		}
-	}
-	if err := s.download(ctx, fetch, stderr); err != nil {
+	aside, err := s.moveAside(blocked)
+	if err != nil {
 		return err
+	}
+	if err := s.download(ctx, fetch, replaced, stderr); err != nil {
+		s.putBack(aside)
+		return err
+	}
+	for _, a := range aside {
+		if err := s.root.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, a.tmp), unwrapPathError(err))
+		}
 	}
 	for _, e := range fix {
 		if err := s.setAttrs(e); err != nil {
@@ -381,7 +388,9 @@ func (s *syncer) setAttrs(e generation.Entry) error {
 
 // download fetches the entries to temporary names beside their paths,
 // verified, syncs them, then renames each over its path.
-func (s *syncer) download(ctx context.Context, fetch []generation.Entry, stderr io.Writer) error {
+// The paths in replaced are removed after every download was verified,
+// and before the first rename.
+func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replaced []string, stderr io.Writer) error {
 	if len(fetch) == 0 {
 		return nil
 	}
@@ -425,6 +434,11 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, stderr 
 	if err := syncAll(s.dest); err != nil {
 		return err
 	}
+	for _, p := range replaced {
+		if err := s.root.RemoveAll(p); err != nil {
+			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+		}
+	}
 	for i, e := range fetch {
 		if err := s.root.Rename(tmps[i], e.Path); err != nil {
 			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, e.Path), unwrapLinkError(err))
@@ -432,6 +446,68 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, stderr 
 		tmps[i] = ""
 	}
 	return nil
+}
+
+// filteredBelow returns a path below the directory dir in DEST that the
+// filters leave out, or "" if there is none.
+func (s *syncer) filteredBelow(local map[string]localFile, dir string) string {
+	var kept []string
+	for p, lf := range local {
+		if strings.HasPrefix(p, dir+"/") && !lf.mode.IsDir() && !s.opts.Filters.Match(p) {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return slices.Min(kept)
+}
+
+// asideFile is a path of DEST renamed to tmp, out of the way.
+type asideFile struct{ path, tmp string }
+
+// moveAside renames each path to a hidden name beside it.
+func (s *syncer) moveAside(paths []string) ([]asideFile, error) {
+	var aside []asideFile
+	for _, p := range paths {
+		tmp, err := tempName(p)
+		if err != nil {
+			s.putBack(aside)
+			return nil, err
+		}
+		if err := s.root.Rename(p, tmp); err != nil {
+			s.putBack(aside)
+			return nil, fmt.Errorf("DEST %s: move out of the way: %w", filepath.Join(s.dest, p), unwrapLinkError(err))
+		}
+		aside = append(aside, asideFile{p, tmp})
+	}
+	return aside, nil
+}
+
+// putBack renames the files moved aside back to their paths, after
+// removing the empty directories a failed download left there.
+func (s *syncer) putBack(aside []asideFile) {
+	for _, a := range aside {
+		s.removeEmptyTree(a.path)
+		s.root.Rename(a.tmp, a.path) //nolint:errcheck // best effort; the error already reported says what failed
+	}
+}
+
+// removeEmptyTree removes the directory p of DEST and the directories
+// below it, if they hold no files; it never removes a file.
+func (s *syncer) removeEmptyTree(p string) {
+	fi, err := s.root.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	if des, err := fs.ReadDir(s.root.FS(), p); err == nil {
+		for _, de := range des {
+			if de.IsDir() {
+				s.removeEmptyTree(path.Join(p, de.Name()))
+			}
+		}
+	}
+	s.root.Remove(p) //nolint:errcheck // a directory that is not empty stays
 }
 
 // checkDirs refuses to write p if one of its parent directories in DEST
