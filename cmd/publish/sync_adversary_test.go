@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
 )
 
 // corruptObject flips the first byte of every object file of a local store
@@ -70,4 +73,33 @@ func TestSyncAdversaryFilteredInsideReplacedDir(t *testing.T) {
 		"a file the filters leave out is left alone (stdout: %s, stderr: %s)", r.stdout, r.stderr)
 	assert.Equal(t, exitError, r.code, "the snapshot's file cannot be written without deleting a filtered-out file")
 	assert.Contains(t, r.stderr, filepath.Join(dest, "data"))
+}
+
+// TestSyncAdversaryFileAndDirSameName: the manifest format accepts a path
+// that is both a file and the directory of another file ("a" and "a/b";
+// the library's Tx.PutBytes writes such a snapshot). The break: sync went
+// ahead, removed DEST's directory "a" with the file below it, renamed the
+// file "a" in, and then failed on "a/b", leaving DEST neither the old nor
+// the new snapshot. Such a snapshot cannot be a directory tree; sync must
+// refuse it before it changes anything.
+func TestSyncAdversaryFileAndDirSameName(t *testing.T) {
+	tg := fileTargets(t)[0]
+	ctx := context.Background()
+	url := tg.url(t)
+	tg.ok(t, "put", writeTree(t, map[string]string{"a/b": "one"}), url)
+	dest := filepath.Join(t.TempDir(), "dest")
+	tg.ok(t, "sync", url, dest)
+
+	d := commit.New(tg.open(t, url))
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "a", []byte("file a")))
+	require.NoError(t, tx.PutBytes(ctx, "a/b", []byte("two")))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	r := tg.run(t, "sync", url, dest)
+	assert.Equal(t, exitError, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	assert.Contains(t, r.stderr, `"a"`)
+	assert.Equal(t, map[string]string{"a/b": "one"}, readTree(t, dest), "DEST is left as it was")
 }
