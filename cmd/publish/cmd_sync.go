@@ -154,6 +154,9 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 			return err
 		}
 	}
+	if err := checkTree(entries); err != nil {
+		return err
+	}
 	if !opts.DryRun {
 		if err := os.MkdirAll(dest, 0o755); err != nil {
 			return fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
@@ -326,6 +329,23 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 	}
 	s.removeEmptyDirs(local, dirs)
 	return syncAll(s.dest)
+}
+
+// checkTree refuses entries that no directory tree can hold: a path that
+// is a file and also the directory of another file.
+func checkTree(entries []generation.Entry) error {
+	files := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		files[e.Path] = true
+	}
+	for _, e := range entries {
+		for d := path.Dir(e.Path); d != "."; d = path.Dir(d) {
+			if files[d] {
+				return fmt.Errorf("the snapshot has a file %q and also files below it, such as %q; a directory cannot hold both, so nothing was synced", d, e.Path)
+			}
+		}
+	}
+	return nil
 }
 
 func dirExists(p string) bool {
