@@ -66,19 +66,26 @@ func testCrashStop(t *testing.T, tg crashTarget, holder string) {
 	// srcA's path marks the paused holder's processes (findProcs).
 	srcA := filepath.Join(tmp, "paused-holder-src")
 	srcB := filepath.Join(tmp, "next-holder-src")
-	argsA := []string{"put", "--lease", "job", "--lease-ttl", "2s", srcA, url}
+	// On S3 a renewal is a round trip to a server on a loaded machine, and a
+	// holder whose renewals are late loses its lease on its own; a longer
+	// TTL keeps the trials about pauses.
+	ttl := "2s"
+	if tg.coarseClock {
+		ttl = "6s"
+	}
+	argsA := []string{"put", "--lease", "job", "--lease-ttl", ttl, srcA, url}
 	if holder == "run" {
-		argsA = append([]string{"run", "--lease", "job", "--ttl", "2s", "--grace", "0.5s", url, "--", bin}, tg.flags...)
+		argsA = append([]string{"run", "--lease", "job", "--ttl", ttl, "--grace", "0.5s", url, "--", bin}, tg.flags...)
 		argsA = append(argsA, "put", srcA, url)
 	}
 	// gatedA is run with a CMD that starts its put only once the gate file
 	// exists: a job paused before it publishes, that publishes after the
 	// next holder committed, with its old token.
 	gate := filepath.Join(tmp, "gate")
-	gatedA := []string{"run", "--lease", "job", "--ttl", "2s", "--grace", "0.5s", url, "--", "sh", "-c",
+	gatedA := []string{"run", "--lease", "job", "--ttl", ttl, "--grace", "0.5s", url, "--", "sh", "-c",
 		`while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"`, gate, bin}
 	gatedA = append(append(gatedA, tg.flags...), "put", srcA, url)
-	argsB := []string{"put", "--lease", "job", "--lease-ttl", "2s", "--wait", "90s", srcB, url}
+	argsB := []string{"put", "--lease", "job", "--lease-ttl", ttl, "--wait", "90s", srcB, url}
 
 	writeSrc(t, srcA, -1)
 	out, code := tg.run(t, "put", srcA, url)
