@@ -125,7 +125,7 @@ func testCrashStop(t *testing.T, tg crashTarget, holder string) {
 		case <-p.done:
 		case <-time.After(delay):
 		}
-		stopped := stopHolder(p, srcA)
+		stopped := stopHolder(t, p, srcA)
 		if len(stopped) > 0 {
 			paused++
 		}
@@ -232,7 +232,8 @@ func waitOrphansBut(t *testing.T, marker string, pid int) {
 // wait, TestLockWaitBounded). That is the fs store's own pause, not a lease
 // holder's, so a pause that lands inside such a section is moved: the
 // processes go on for a moment and are stopped again.
-func stopHolder(p *proc, marker string) []int {
+func stopHolder(t *testing.T, p *proc, marker string) []int {
+	t.Helper()
 	for range 1000 {
 		stopped := stopOnce(p, marker)
 		if len(stopped) == 0 || !holdsFlock(stopped) {
@@ -243,7 +244,8 @@ func stopHolder(p *proc, marker string) []int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	panic("every pause landed inside an fs lock")
+	t.Fatal("1000 pauses in a row landed inside an fs lock")
+	return nil
 }
 
 func stopOnce(p *proc, marker string) []int {

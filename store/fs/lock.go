@@ -55,7 +55,7 @@ func (s *Store) flockBounded(ctx context.Context, f *os.File, dir string) error 
 	wctx, cancel := context.WithTimeoutCause(ctx, s.lockWait, errLockWait)
 	defer cancel()
 	err := flockCtx(wctx, f)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errLockWait) {
+	if err != nil && errors.Is(context.Cause(wctx), errLockWait) {
 		return fmt.Errorf("fs: the lock of directory %s is still held by another process after %s (a process paused or stuck inside a write holds it until it resumes or exits; --timeout sets the wait): %w", dir, s.lockWait, ErrLockWait)
 	}
 	return err
