@@ -129,7 +129,8 @@ func TestManifestChecksumMismatch(t *testing.T) {
 }
 
 // TestDataChecksumMismatch: a data object altered or truncated after commit
-// fails verification at EOF; a deleted one reads as ErrCollected.
+// fails verification at EOF; a deleted one reads as ErrMissing, not
+// ErrCollected: the collector never deleted it.
 func TestDataChecksumMismatch(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
@@ -153,7 +154,8 @@ func TestDataChecksumMismatch(t *testing.T) {
 		e, _ := snap.Manifest.Find("gone")
 		require.NoError(t, s.Delete(ctx, e.Key, store.DeleteOptions{}))
 		_, err = snap.ReadFile(ctx, "gone")
-		require.ErrorIs(t, err, commit.ErrCollected)
+		require.ErrorIs(t, err, commit.ErrMissing)
+		require.NotErrorIs(t, err, commit.ErrCollected)
 	})
 }
 

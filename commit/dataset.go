@@ -28,6 +28,10 @@ var (
 	// ErrCollected: an object of a snapshot is gone; the snapshot outlived
 	// retention. Pin snapshots that must live long, or reopen.
 	ErrCollected = errors.New("commit: object collected")
+	// ErrMissing: an object of a snapshot the collector retains is gone,
+	// so something other than commitptr deleted it. 'publish verify'
+	// finds such objects, and 'publish verify --repair SRC' restores them.
+	ErrMissing = errors.New("commit: object missing")
 	// ErrChecksum: a file's size or sha256 differs from its manifest entry.
 	ErrChecksum = errors.New("commit: checksum mismatch")
 	// ErrNoCommits: the dataset has no pointer yet.

@@ -175,6 +175,17 @@ func (tx *Tx) Repaired() int {
 	return tx.refs.repaired
 }
 
+// Reuses reports whether the Tx references the object of an older
+// generation for path because PutFile matched the local file, instead of
+// uploading it. A file uploaded again by the proof before the commit (see
+// VerifyReferences) is not reused.
+func (tx *Tx) Reuses(path string) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	_, ok := tx.refs.local[path]
+	return ok
+}
+
 // noteReuse records that PutFile reused the base's entry for path, matched
 // against the local file.
 func (tx *Tx) noteReuse(e generation.Entry, local string) error {

@@ -179,11 +179,24 @@ func (s *Snapshot) Open(ctx context.Context, path string) (io.ReadCloser, error)
 	return s.OpenEntry(ctx, e)
 }
 
+// whyGone tells why an object of the snapshot is gone: ErrCollected when
+// the collector's floor, read afresh, has passed the snapshot's seq (it
+// outlived retention), and ErrMissing otherwise: the collector never
+// deletes the objects of a generation it retains, so someone else did. A
+// pointer that cannot be read leaves the old answer, ErrCollected.
+func (s *Snapshot) whyGone(ctx context.Context) error {
+	cur, _, err := pointer.Read(ctx, s.d.s)
+	if err != nil || cur.GCFloor > s.Seq() {
+		return ErrCollected
+	}
+	return ErrMissing
+}
+
 // OpenEntry opens the file an entry of the snapshot's manifest describes.
 func (s *Snapshot) OpenEntry(ctx context.Context, e generation.Entry) (io.ReadCloser, error) {
 	rc, attrs, err := s.d.s.Get(ctx, e.Key)
 	if errors.Is(err, store.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %q of generation %s (seq %d): %v", ErrCollected, e.Path, s.Generation(), s.Seq(), err)
+		return nil, fmt.Errorf("%w: %q of generation %s (seq %d): %v", s.whyGone(ctx), e.Path, s.Generation(), s.Seq(), err)
 	}
 	if err != nil {
 		return nil, err

@@ -15,53 +15,53 @@ import (
 type Report struct {
 	// Seq and Generation are those of the pointer the collection was
 	// planned from; zero when the dataset has no pointer.
-	Seq        uint64
-	Generation string
+	Seq        uint64 `json:"seq,omitempty"`
+	Generation string `json:"generation,omitempty"`
 	// Kept lists the generations kept: retained ones, generations still
 	// being staged, and the remains of collected generations whose
 	// objects retained generations still reference.
-	Kept []GenInfo
+	Kept []GenInfo `json:"kept"`
 	// Deleted lists the superseded chain generations the plan deletes, and
 	// Orphans the generations outside the chain. Their Objects and Bytes
 	// count only the objects deleted: shared objects are kept.
-	Deleted []GenInfo
-	Orphans []GenInfo
+	Deleted []GenInfo `json:"deleted"`
+	Orphans []GenInfo `json:"orphans"`
 	// Planned is the number of generation objects the plan deletes;
 	// ObjectsDeleted and BytesDeleted count those actually deleted (in a
 	// dry run, those that would be).
-	Planned        int
-	ObjectsDeleted int
-	BytesDeleted   int64
+	Planned        int   `json:"planned"`
+	ObjectsDeleted int   `json:"objects_deleted"`
+	BytesDeleted   int64 `json:"bytes_deleted"`
 	// PinsDropped counts expired pins deleted, EpochsDropped old lease
 	// epochs.
-	PinsDropped   int
-	EpochsDropped int
+	PinsDropped   int `json:"pins_dropped"`
+	EpochsDropped int `json:"epochs_dropped"`
 	// Leftovers counts the pieces of writes interrupted more than the
 	// orphan age ago that the driver removed: the fs driver's temp files,
 	// incomplete S3 multipart uploads. Their requests are in Requests too.
 	// A dry run does not look for them.
-	Leftovers store.Leftovers
+	Leftovers store.Leftovers `json:"leftovers"`
 	// Requests counts the store requests of the run, lease included.
-	Requests store.Counts
-	DryRun   bool
+	Requests store.Counts `json:"requests"`
+	DryRun   bool         `json:"dry_run,omitempty"`
 	// Horizon is the pointer's gc_horizon after the run (the one it would
 	// publish, in a dry run); zero if none was ever published.
-	Horizon time.Time
+	Horizon time.Time `json:"horizon,omitzero"`
 	// Notes are remarks for people: no pointer, history shorter than the
 	// retention window, keys left alone because they were not understood.
-	Notes []string
+	Notes []string `json:"notes,omitempty"`
 }
 
 // GenInfo describes one generation in a Report.
 type GenInfo struct {
-	Generation string
+	Generation string `json:"generation"`
 	// Seq is the generation's pointer sequence number; 0 when it is not
 	// known (orphans, whose manifests are not read).
-	Seq     uint64
-	Objects int
-	Bytes   int64
+	Seq     uint64 `json:"seq,omitempty"`
+	Objects int    `json:"objects"`
+	Bytes   int64  `json:"bytes"`
 	// Reason says why the generation was kept or deleted.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 // WriteText writes a summary for people: the generations kept and deleted,

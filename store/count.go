@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -47,6 +48,41 @@ func (c Counts) Sub(d Counts) Counts {
 	}
 	return c
 }
+
+// MarshalJSON writes the non-zero counts as an object labelled by
+// operation in snake_case, e.g. {"get":1,"delete_many":2}.
+func (c Counts) MarshalJSON() ([]byte, error) {
+	m := make(map[string]int64, numOps)
+	for i, n := range c {
+		if n != 0 {
+			m[Op(i).jsonName()] = n
+		}
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. An unknown label is an
+// error rather than a count dropped in silence.
+func (c *Counts) UnmarshalJSON(b []byte) error {
+	var m map[string]int64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*c = Counts{}
+next:
+	for k, n := range m {
+		for i := range numOps {
+			if Op(i).jsonName() == k {
+				c[i] = n
+				continue next
+			}
+		}
+		return fmt.Errorf("store: unknown request kind %q", k)
+	}
+	return nil
+}
+
+func (o Op) jsonName() string { return strings.ReplaceAll(o.String(), "-", "_") }
 
 // String formats the non-zero counts, e.g. "get=1 put=3".
 func (c Counts) String() string {

@@ -23,9 +23,9 @@ type LeftoverSweeper interface {
 // Leftovers counts what SweepLeftovers removed, and the requests it took
 // (listings by page as OpList, removals as OpDelete).
 type Leftovers struct {
-	Count    int
-	Bytes    int64
-	Requests Counts
+	Count    int    `json:"count"`
+	Bytes    int64  `json:"bytes"`
+	Requests Counts `json:"requests"`
 }
 
 // SweepLeftovers finds the driver under s, through WithPrefix and other

@@ -90,7 +90,7 @@ func runGC(ctx context.Context, opts gcOptions, stdout, stderr io.Writer) error 
 			defer mu.Unlock()
 			if !started {
 				started = true
-				bar = newProgress(stderr, opts.globalOptions, int64(total), "deleting", false)
+				bar = newProgress(stderr, opts.globalOptions, int64(total), 0, "deleting", false)
 			}
 			bar.Add(int64(deleted - last))
 			last = deleted
@@ -105,7 +105,7 @@ func runGC(ctx context.Context, opts gcOptions, stdout, stderr io.Writer) error 
 			if werr := writeJSON(stdout, rep); werr != nil && err == nil {
 				err = werr
 			}
-		} else if werr := rep.WriteText(stdout); werr != nil && err == nil {
+		} else if werr := rep.WriteText(opts.out(stdout)); werr != nil && err == nil {
 			err = werr
 		}
 	}

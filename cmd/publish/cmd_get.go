@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -96,9 +97,12 @@ type getResult struct {
 	Files      int    `json:"files"`
 	Bytes      int64  `json:"bytes"`
 	Dest       string `json:"dest"`
+	// Summary is the final line's numbers.
+	Summary *summary `json:"summary"`
 }
 
 func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) error {
+	start := time.Now()
 	ref, err := opts.Ref.ref()
 	if err != nil {
 		return err
@@ -162,9 +166,14 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	for _, e := range entries {
 		res.Bytes += e.Size
 	}
+	res.Summary = newSummary("get", "downloaded", "")
+	res.Summary.Files, res.Summary.Transferred, res.Summary.TransferredBytes = res.Files, res.Files, res.Bytes
+	res.Summary.finish(start)
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
+	stdout = opts.out(stdout)
+	defer res.Summary.write(stdout)
 	fmt.Fprintf(stdout, "got seq %d generation %s: %d files, %s into %s\n", res.Seq, res.Generation, res.Files, humanBytes(res.Bytes), dest)
 	return nil
 }
@@ -217,7 +226,7 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entri
 			return err
 		}
 	}
-	bar := newProgress(stderr, opts.globalOptions, total, "downloading", true)
+	bar := newProgress(stderr, opts.globalOptions, total, len(entries), "downloading", true)
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
@@ -226,6 +235,7 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entri
 			if err := getFile(gctx, root, snap, e, e.Path, opts.Attrs); err != nil {
 				return err
 			}
+			opts.fileAction(stderr, "downloaded", e.Path)
 			bar.Add(e.Size)
 			return nil
 		})

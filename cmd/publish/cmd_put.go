@@ -168,6 +168,8 @@ type putResult struct {
 	// Unchanged: SRC was exactly the current generation, and nothing was
 	// committed; Seq and Generation name the current one.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Summary is the final line's numbers.
+	Summary *summary `json:"summary,omitempty"`
 }
 
 type srcFile struct {
@@ -177,6 +179,7 @@ type srcFile struct {
 }
 
 func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) error {
+	start := time.Now()
 	meta, err := parseMeta(opts.Meta)
 	if err != nil {
 		return err
@@ -281,7 +284,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease)
+			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease, start)
 		}
 	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
@@ -295,18 +298,30 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return describe(opts.URL, err)
 	}
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease}
+	res.Summary = newSummary("put", "uploaded", "reused")
+	res.Summary.Files = len(files)
 	for _, f := range files {
 		res.Bytes += f.size
+		if tx.Reuses(f.path) {
+			res.Summary.Reused++
+			res.Summary.ReusedBytes += f.size
+		} else {
+			res.Summary.Transferred++
+			res.Summary.TransferredBytes += f.size
+		}
 	}
+	res.Summary.finish(start)
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
+	stdout = opts.out(stdout)
 	var repaired string
 	if res.Repaired > 0 {
 		repaired = fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
 	}
 	fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused%s), %s\n",
 		res.Seq, res.Generation, res.Files, res.Reused, repaired, humanBytes(res.Bytes))
+	res.Summary.write(stdout)
 	return nil
 }
 
@@ -316,7 +331,7 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 	for _, f := range files {
 		total += f.size
 	}
-	bar := newProgress(stderr, opts.globalOptions, total, "uploading", true)
+	bar := newProgress(stderr, opts.globalOptions, total, len(files), "uploading", true)
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
@@ -325,6 +340,11 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 			if err := tx.PutFile(gctx, f.path, f.local); err != nil {
 				return err
 			}
+			action := "uploaded"
+			if tx.Reuses(f.path) {
+				action = "reused"
+			}
+			opts.fileAction(stderr, action, f.path)
 			bar.Add(f.size)
 			return nil
 		})
@@ -659,15 +679,20 @@ func unchanged(ctx context.Context, tx *commit.Tx, files []srcFile, base map[str
 
 // reportUnchanged says that SRC is the current generation already.
 // A fencing token was registered all the same.
-func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile, fence uint64, fenceLease string) error {
+func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile, fence uint64, fenceLease string, start time.Time) error {
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: len(files), Unchanged: true,
 		Fence: fence, FenceLease: fenceLease}
+	res.Summary = newSummary("put", "uploaded", "reused")
+	res.Summary.Files, res.Summary.Reused = len(files), len(files)
 	for _, f := range files {
 		res.Bytes += f.size
 	}
+	res.Summary.ReusedBytes = res.Bytes
+	res.Summary.finish(start)
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
+	stdout = opts.out(stdout)
 	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds these %d files, %s; nothing committed (--allow-unchanged commits anyway)\n",
 		res.Seq, res.Generation, res.Files, humanBytes(res.Bytes))
 	return nil

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -109,6 +110,8 @@ type syncResult struct {
 	Unchanged int      `json:"unchanged"`
 	// Bytes is what was downloaded.
 	Bytes int64 `json:"bytes"`
+	// Summary is the final line's numbers.
+	Summary *summary `json:"summary"`
 }
 
 // localFile is what DEST holds at a path.
@@ -119,6 +122,7 @@ type localFile struct {
 }
 
 func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) error {
+	start := time.Now()
 	ref, err := opts.Ref.ref()
 	if err != nil {
 		return err
@@ -171,9 +175,27 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 		return describe(opts.URL, err)
 	}
 	res := s.res
+	res.Summary = newSummary("sync", "downloaded", "unchanged")
+	res.Summary.Files = len(entries)
+	res.Summary.Transferred = len(res.Added) + len(res.Updated)
+	res.Summary.TransferredBytes = res.Bytes
+	res.Summary.Deleted = len(res.Deleted)
+	fetched := make(map[string]bool, res.Summary.Transferred)
+	for _, p := range append(slices.Clone(res.Added), res.Updated...) {
+		fetched[p] = true
+	}
+	for _, e := range entries {
+		if !fetched[e.Path] {
+			res.Summary.Reused++
+			res.Summary.ReusedBytes += e.Size
+		}
+	}
+	res.Summary.finish(start)
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
+	stdout = opts.out(stdout)
+	defer res.Summary.write(stdout)
 	for _, c := range []struct {
 		op    string
 		paths []string
@@ -429,7 +451,7 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replace
 			}
 		}
 	}()
-	bar := newProgress(stderr, s.opts.globalOptions, total, "downloading", true)
+	bar := newProgress(stderr, s.opts.globalOptions, total, len(fetch), "downloading", true)
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)

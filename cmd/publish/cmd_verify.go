@@ -78,11 +78,14 @@ type verifyResult struct {
 	Objects     int             `json:"objects"`
 	Bytes       int64           `json:"bytes"`
 	Problems    []verifyProblem `json:"problems"`
+	// Summary is the final line's numbers.
+	Summary *summary `json:"summary,omitempty"`
 	// Repaired is the commit that replaced the damaged files (--repair).
 	Repaired *putResult `json:"repaired,omitempty"`
 }
 
 func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer) error {
+	start := time.Now()
 	if opts.Concurrency < 1 {
 		return usagef("--concurrency must be at least 1")
 	}
@@ -138,7 +141,7 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 	}
 	res.Objects = len(jobs)
 
-	bar := newProgress(stderr, opts.globalOptions, total, "verifying", true)
+	bar := newProgress(stderr, opts.globalOptions, total, len(jobs), "verifying", true)
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
@@ -168,14 +171,20 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 	if opts.Repair != "" && len(res.Problems) > 0 {
 		res.Repaired, repairErr = repairFrom(ctx, d, opts, snap, res.Problems)
 	}
+	res.Summary = newSummary("verify", "read", "")
+	res.Summary.Files, res.Summary.Transferred, res.Summary.TransferredBytes = res.Objects, res.Objects, res.Bytes
+	res.Summary.finish(start)
 	if opts.JSON {
 		if err := writeJSON(stdout, res); err != nil {
 			return err
 		}
 	} else {
+		// Problems are printed with -q too: they are what verify is for.
 		for _, p := range res.Problems {
 			fmt.Fprintf(stdout, "FAIL seq %d %s (key %q): %s\n", p.Seq, p.Path, p.Key, p.Error)
 		}
+		stdout := opts.out(stdout)
+		defer res.Summary.write(stdout)
 		status := "ok"
 		if len(res.Problems) > 0 {
 			status = fmt.Sprintf("%d problems", len(res.Problems))
@@ -200,7 +209,7 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 // verifyEntry reads one object to its end, checking size and sha256.
 func verifyEntry(ctx context.Context, snap *commit.Snapshot, e generation.Entry) (int64, error) {
 	rc, err := snap.OpenEntry(ctx, e)
-	if errors.Is(err, commit.ErrCollected) {
+	if errors.Is(err, commit.ErrCollected) || errors.Is(err, commit.ErrMissing) {
 		return 0, errors.New("object is missing")
 	}
 	if err != nil {

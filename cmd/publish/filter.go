@@ -158,7 +158,8 @@ func compileGlob(glob string) (*regexp.Regexp, error) {
 				return nil, bad("empty character class")
 			}
 			if rest, ok := strings.CutPrefix(class, "!"); ok {
-				class = "^" + rest
+				// Like *, a negated class stays within one segment.
+				class = "^/" + rest
 			} else if strings.HasPrefix(class, "^") {
 				class = `\^` + class[1:]
 			}

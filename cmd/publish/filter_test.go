@@ -26,6 +26,7 @@ func TestGlob(t *testing.T) {
 		{"file?.txt", []string{"file1.txt", "d/fileé.txt"}, []string{"file12.txt", "file/.txt"}},
 		{"[ab].txt", []string{"a.txt", "b.txt"}, []string{"c.txt"}},
 		{"[!ab].txt", []string{"c.txt"}, []string{"a.txt"}},
+		{"x[!ab]y", []string{"xcy"}, []string{"x/y", "xay"}}, // a negated class stays within one segment
 		{"*.{jpg,png}", []string{"a.jpg", "d/b.png"}, []string{"c.gif"}},
 		{`a\*b`, []string{"a*b"}, []string{"axb"}},
 		{"a+b(1).txt", []string{"a+b(1).txt"}, []string{"aab1.txt"}},

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,11 @@ type globalOptions struct {
 	Timeouts  store.Timeouts
 	JSON      bool
 	Verbose   int
+	Quiet     bool
+	Progress  bool
+
+	// mu serializes the -v lines of parallel transfers.
+	mu sync.Mutex
 
 	// logger is built from Verbose before a command runs.
 	logger *slog.Logger
@@ -55,7 +61,27 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=); file://: give up waiting for the lock of a directory that another process holds")
 	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "S3: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
-	f.CountVarP(&g.Verbose, "verbose", "v", "log to stderr (-v info, -vv debug)")
+	f.CountVarP(&g.Verbose, "verbose", "v", "say more on stderr: -v lists each file with its action (uploaded, reused, downloaded, deleted) and logs steps; -vv also logs each request's details and S3 request ids")
+	f.BoolVarP(&g.Quiet, "quiet", "q", false, "print only errors (and what --json or a reading command such as cat or ls is asked for)")
+	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
+}
+
+// out is where a transfer command writes its lines for people: stdout, or
+// nothing with -q (--json output is written to stdout regardless).
+func (g *globalOptions) out(stdout io.Writer) io.Writer {
+	if g.Quiet {
+		return io.Discard
+	}
+	return stdout
+}
+
+// fileAction lists one file and what was done with it, at -v.
+func (g *globalOptions) fileAction(stderr io.Writer, action, path string) {
+	if g.Verbose >= 1 && !g.Quiet {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		fmt.Fprintf(stderr, "%s %s\n", action, path)
+	}
 }
 
 // log returns the logger: warnings only, info with -v, debug with -vv.
@@ -164,6 +190,8 @@ func describe(rawURL string, err error) error {
 		return fmt.Errorf("dataset %s: %w (nothing was changed)", redact(rawURL), err)
 	case errors.Is(err, commit.ErrNoCommits):
 		return fmt.Errorf("dataset %s: %w", redact(rawURL), err)
+	case errors.Is(err, commit.ErrMissing):
+		return fmt.Errorf("dataset %s: %w\n'publish verify %s' lists every missing object; 'publish verify --repair SRC' uploads them again from a copy", redact(rawURL), err, redact(rawURL))
 	}
 	return fmt.Errorf("dataset %s: %w", redact(rawURL), err)
 }

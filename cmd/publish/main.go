@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 
 	"github.com/commitptr/commitptr/commit"
@@ -58,16 +59,46 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return exitOK
 	}
 	code := exitCode(ctx, err)
+	verbose, _ := root.PersistentFlags().GetCount("verbose")
+	msg := tidyMessage(err.Error(), verbose)
 	var ee *statusError
 	switch {
 	case errors.As(err, &ee) && ee.err == nil:
 		// The status of a child command: it has spoken for itself.
 	case code == exitUsage:
-		fmt.Fprintf(stderr, "publish: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		fmt.Fprintf(stderr, "publish: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
 	default:
-		fmt.Fprintf(stderr, "publish: %v\n", err)
+		fmt.Fprintf(stderr, "publish: %s\n", msg)
 	}
 	return code
+}
+
+// internalPrefix matches the package prefixes that errors of the library
+// carry, where a message begins or after a colon.
+var internalPrefix = regexp.MustCompile(`(^|: )(commit|store|pointer|generation|lease|gc|fs|s3|minio|mem): `)
+
+// requestIDs matches the S3 request and host ids that the AWS SDK puts in
+// its error messages.
+var requestIDs = regexp.MustCompile(`,? ?\b(RequestID|HostID): [^,]*`)
+
+// tidyMessage makes an error message for people: an internal prefix that
+// has been said once is not said again ("commit: looking for 2: object
+// collected", not "commit: looking for 2: commit: object collected"), and
+// S3 request ids, which only a support case needs, appear only at -vv.
+func tidyMessage(msg string, verbose int) string {
+	seen := map[string]bool{}
+	msg = internalPrefix.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := internalPrefix.FindStringSubmatch(m)
+		if seen[sub[2]] {
+			return sub[1]
+		}
+		seen[sub[2]] = true
+		return m
+	})
+	if verbose < 2 {
+		msg = requestIDs.ReplaceAllString(msg, "")
+	}
+	return msg
 }
 
 // exitCode maps an error to the documented exit status. The more specific
