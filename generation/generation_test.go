@@ -1,6 +1,8 @@
 package generation_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -160,4 +162,44 @@ func TestManifestModesAndTimes(t *testing.T) {
 	_, err = generation.Decode([]byte(v1))
 	require.ErrorIs(t, err, generation.ErrCorrupt)
 	assert.Contains(t, err.Error(), "format 1 records no mode")
+}
+
+// TestEncodeWritesOnlyWhatDecodes: Encode never returns a manifest that
+// Decode would refuse, so a commit cannot make its generation unreadable.
+// A long, repetitive message compresses far better than the ratio Decode
+// allows, so Decode stops reading it early; Encode must refuse it instead.
+func TestEncodeWritesOnlyWhatDecodes(t *testing.T) {
+	m := manifest(t, 3)
+	m.Message = strings.Repeat("a", 8<<20)
+	stored, err := generation.Encode(m)
+	if err == nil {
+		_, derr := generation.Decode(stored)
+		require.NoError(t, derr, "Encode wrote a manifest that Decode refuses")
+		return
+	}
+	require.ErrorIs(t, err, generation.ErrCorrupt)
+	assert.Contains(t, err.Error(), m.Generation)
+	assert.Contains(t, err.Error(), "too large")
+
+	// The same manifest with an ordinary message encodes and decodes.
+	m.Message = "nightly"
+	stored, err = generation.Encode(m)
+	require.NoError(t, err)
+	_, err = generation.Decode(stored)
+	require.NoError(t, err)
+}
+
+// TestLargeManifestRoundTrip: a manifest larger than the decoder's window
+// (8 MiB of JSON) still decodes.
+func TestLargeManifestRoundTrip(t *testing.T) {
+	m := manifest(t, 100_000)
+	for i := range m.Entries {
+		sum := sha256.Sum256([]byte(m.Entries[i].Path)) // as incompressible as real checksums
+		m.Entries[i].SHA256 = hex.EncodeToString(sum[:])
+	}
+	stored, err := generation.Encode(m)
+	require.NoError(t, err)
+	got, err := generation.Decode(stored)
+	require.NoError(t, err)
+	require.Len(t, got.Entries, 100_000)
 }

@@ -188,7 +188,20 @@ func Encode(m *Manifest) ([]byte, error) {
 		return nil, err
 	}
 	defer enc.Close()
-	return enc.EncodeAll(b, nil), nil
+	stored := enc.EncodeAll(b, nil)
+	// Refuse what Decode would refuse: a manifest written but unreadable
+	// would make its generation unreadable once committed.
+	if len(stored) > MaxStored || int64(len(b)) > decodedLimit(len(stored)) {
+		return nil, fmt.Errorf("%w: generation %q: too large: %d bytes of JSON stored as %d, more than a reader accepts (%d stored, %d decoded, at most %d times the stored size)",
+			ErrCorrupt, m.Generation, len(b), len(stored), MaxStored, MaxDecoded, MaxRatio)
+	}
+	return stored, nil
+}
+
+// decodedLimit is the most bytes Decode accepts from a compressed manifest
+// of n stored bytes.
+func decodedLimit(n int) int64 {
+	return min(int64(MaxDecoded), int64(n)*MaxRatio+1<<20)
 }
 
 // Decode parses and validates a stored manifest.
@@ -198,7 +211,7 @@ func Decode(stored []byte) (*Manifest, error) {
 	}
 	b := stored
 	if bytes.HasPrefix(stored, zstdMagic) {
-		limit := min(int64(MaxDecoded), int64(len(stored))*MaxRatio+1<<20)
+		limit := decodedLimit(len(stored))
 		dec, err := zstd.NewReader(bytes.NewReader(stored), zstd.WithDecoderMaxMemory(uint64(limit)),
 			zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderConcurrency(1))
 		if err != nil {
