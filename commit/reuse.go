@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ type refState struct {
 type reusedFile struct {
 	entry generation.Entry
 	local string
+	opts  fileOptions // as PutFile was given them, for reading local again
 }
 
 // minProvedPerPage is the fewest keys a LIST page must prove for the
@@ -147,7 +147,7 @@ func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
 	for _, r := range files {
 		e := r.entry
 		g.Go(func() error {
-			f, err := os.Open(r.local)
+			f, _, err := openLocal(r.local, r.opts)
 			if err != nil {
 				return fmt.Errorf("commit: upload %q again: %w", e.Path, err)
 			}
@@ -188,7 +188,7 @@ func (tx *Tx) Reuses(path string) bool {
 
 // noteReuse records that PutFile reused the base's entry for path, matched
 // against the local file.
-func (tx *Tx) noteReuse(e generation.Entry, local string) error {
+func (tx *Tx) noteReuse(e generation.Entry, local string, o fileOptions) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if err := tx.checkOpen(); err != nil {
@@ -197,7 +197,7 @@ func (tx *Tx) noteReuse(e generation.Entry, local string) error {
 	if tx.refs.local == nil {
 		tx.refs.local = map[string]reusedFile{}
 	}
-	tx.refs.local[e.Path] = reusedFile{e, local}
+	tx.refs.local[e.Path] = reusedFile{e, local, o}
 	tx.reused++
 	tx.entries[e.Path] = e
 	return nil

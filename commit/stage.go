@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -300,19 +301,20 @@ func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
 // the entry records the local file's mode and time all the same. Before
 // the commit, the reused object is proven present, and the file is
 // uploaded again if it is not; see VerifyReferences.
-func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
-	f, err := os.Open(local)
+//
+// Without options, local is opened as the operating system resolves it,
+// symbolic links included. A caller that listed its files first should
+// pass Expect with what it listed.
+func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOption) error {
+	var o fileOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, fi, err := openLocal(local, o)
 	if err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("commit: %s: not a regular file", local)
-	}
 	base, err := tx.loadBase(ctx)
 	if err != nil {
 		return err
@@ -331,7 +333,7 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
 			a := attrsOf(fi)
 			old.Mode, old.MTime = a.mode, a.mtime
-			return tx.noteReuse(old, local)
+			return tx.noteReuse(old, local, o)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("commit: %w", err)
@@ -340,11 +342,62 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string) error {
 	return tx.put(ctx, path, f, fi.Size(), attrsOf(fi))
 }
 
+// FileOption changes how PutFile reads its local file.
+type FileOption func(*fileOptions)
+
+type fileOptions struct {
+	expect fs.FileInfo
+}
+
+// Expect makes PutFile read its local file only if that is still the file
+// fi describes (os.SameFile: the same device and inode), and never through
+// a symbolic link in its last element. A caller that lists files before it
+// stages them passes what it listed: an os.Lstat of a regular file, or the
+// os.Stat of a link's resolved target. A file replaced in between, by a
+// link or by another file, is then refused with its path instead of read
+// through.
+func Expect(fi fs.FileInfo) FileOption {
+	return func(o *fileOptions) { o.expect = fi }
+}
+
+// openLocal opens a regular file for PutFile, as o says.
+func openLocal(local string, o fileOptions) (*os.File, fs.FileInfo, error) {
+	flags := os.O_RDONLY
+	if o.expect != nil {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(local, flags, 0)
+	if err != nil {
+		if o.expect != nil && errors.Is(err, syscall.ELOOP) {
+			return nil, nil, fmt.Errorf("commit: %s changed after it was listed: it is a symbolic link now", local)
+		}
+		return nil, nil, fmt.Errorf("commit: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("commit: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		f.Close()
+		return nil, nil, fmt.Errorf("commit: %s: not a regular file", local)
+	case o.expect != nil && !os.SameFile(o.expect, fi):
+		f.Close()
+		return nil, nil, fmt.Errorf("commit: %s changed after it was listed: it is another file now", local)
+	}
+	return f, fi, nil
+}
+
 // AddDir stages every regular file below dir, with paths relative to it,
 // uploading in parallel up to the dataset's concurrency. Symbolic links and
 // other special files are refused rather than followed.
 func (tx *Tx) AddDir(ctx context.Context, dir string) error {
-	var files []string
+	type listed struct {
+		path string
+		info fs.FileInfo
+	}
+	var files []listed
 	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -355,7 +408,11 @@ func (tx *Tx) AddDir(ctx context.Context, dir string) error {
 		if !de.Type().IsRegular() {
 			return fmt.Errorf("commit: %s: not a regular file (symbolic links are not followed)", p)
 		}
-		files = append(files, p)
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, listed{p, fi})
 		return nil
 	})
 	if err != nil {
@@ -363,13 +420,13 @@ func (tx *Tx) AddDir(ctx context.Context, dir string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(tx.d.concurrency)
-	for _, p := range files {
-		rel, err := filepath.Rel(dir, p)
+	for _, f := range files {
+		rel, err := filepath.Rel(dir, f.path)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		g.Go(func() error { return tx.PutFile(gctx, rel, p) })
+		g.Go(func() error { return tx.PutFile(gctx, rel, f.path, Expect(f.info)) })
 	}
 	return g.Wait()
 }

@@ -198,6 +198,23 @@ func Encode(m *Manifest) ([]byte, error) {
 	return stored, nil
 }
 
+// MinEntrySize is the fewest bytes the entry of a file at path takes in a
+// manifest's JSON, whatever the file's size, checksum and object key. A
+// caller listing files can stop once the sum passes MaxDecoded: no reader
+// would accept that manifest.
+func MinEntrySize(path string) int {
+	b, err := json.Marshal(Entry{Path: path, Key: DataKey(minEntryGen, path), SHA256: minEntrySum})
+	if err != nil {
+		return len(path)
+	}
+	return len(b) + len(",")
+}
+
+var (
+	minEntryGen = "00000000-0000-7000-8000-000000000000"
+	minEntrySum = strings.Repeat("0", 64)
+)
+
 // decodedLimit is the most bytes Decode accepts from a compressed manifest
 // of n stored bytes.
 func decodedLimit(n int) int64 {

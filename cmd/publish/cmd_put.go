@@ -176,6 +176,9 @@ type srcFile struct {
 	path  string // dataset path
 	local string
 	size  int64
+	// info is local as listed (os.Lstat, or os.Stat of a link's resolved
+	// target): staging refuses a file that is no longer this one.
+	info fs.FileInfo
 }
 
 func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) error {
@@ -204,7 +207,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	files, err := collect(opts.Src, links, &opts.Filters)
+	files, err := collect(ctx, opts.Src, links, &opts.Filters)
 	if err != nil {
 		return err
 	}
@@ -337,7 +340,7 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 	g.SetLimit(opts.Concurrency)
 	for _, f := range files {
 		g.Go(func() error {
-			if err := tx.PutFile(gctx, f.path, f.local); err != nil {
+			if err := tx.PutFile(gctx, f.path, f.local, commit.Expect(f.info)); err != nil {
 				return err
 			}
 			action := "uploaded"
@@ -388,17 +391,33 @@ func parseLinkMode(v string) (linkMode, error) {
 
 // collector walks SRC.
 type collector struct {
+	ctx   context.Context
 	src   string // as given
 	root  string // SRC with every symbolic link resolved
 	links linkMode
 	keep  *filters
 	files []srcFile
+	// manifest is the least size, in bytes, of the manifest listing files
+	// so far; the walk stops once it passes maxManifest, since no reader
+	// would accept that manifest (links followed over and over can make
+	// the walk grow without bound).
+	manifest, maxManifest int64
 }
 
 // collect lists the files of SRC: every regular file below a directory, or
 // the file itself, that the filters select. Symbolic links are handled as
-// links says; special files are refused.
-func collect(src string, links linkMode, keep *filters) ([]srcFile, error) {
+// links says; special files are refused. It stops when ctx is done, and
+// when SRC holds more files than one manifest can list.
+func collect(ctx context.Context, src string, links linkMode, keep *filters) ([]srcFile, error) {
+	return collectUpTo(ctx, src, links, keep, collectBound)
+}
+
+// collectBound is the most bytes a manifest may take that collect lists
+// files for: what a reader accepts.
+const collectBound = generation.MaxDecoded
+
+// collectUpTo is collect with the manifest bound as a parameter.
+func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters, maxManifest int64) ([]srcFile, error) {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
@@ -420,7 +439,7 @@ func collect(src string, links linkMode, keep *filters) ([]srcFile, error) {
 		if !keep.Match(name) {
 			return nil, nil
 		}
-		return []srcFile{{path: name, local: src, size: fi.Size()}}, nil
+		return []srcFile{{path: name, local: src, size: fi.Size(), info: fi}}, nil
 	case !fi.IsDir():
 		return nil, fmt.Errorf("SRC %s: not a directory or regular file", src)
 	}
@@ -431,7 +450,7 @@ func collect(src string, links linkMode, keep *filters) ([]srcFile, error) {
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, err
 	}
-	c := &collector{src: src, root: root, links: links, keep: keep}
+	c := &collector{ctx: ctx, src: src, root: root, links: links, keep: keep, maxManifest: maxManifest}
 	if err := c.walk(src, "", map[string]bool{root: true}); err != nil {
 		return nil, err
 	}
@@ -447,6 +466,9 @@ func (c *collector) walk(dir, prefix string, ancestors map[string]bool) error {
 		return fmt.Errorf("SRC %s: %w", dir, unwrapPathError(err))
 	}
 	for _, de := range des {
+		if err := c.ctx.Err(); err != nil {
+			return fmt.Errorf("listing SRC %s: %w", c.src, context.Cause(c.ctx))
+		}
 		p := filepath.Join(dir, de.Name())
 		rel := path.Join(prefix, de.Name())
 		if err := generation.CheckPath(rel); err != nil {
@@ -462,7 +484,14 @@ func (c *collector) walk(dir, prefix string, ancestors map[string]bool) error {
 				return err
 			}
 		case t.IsRegular():
-			if err := c.addFile(p, p, rel); err != nil {
+			fi, err := os.Lstat(p)
+			if err != nil {
+				return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+			}
+			if !fi.Mode().IsRegular() {
+				return fmt.Errorf("SRC %s: not a regular file (%s)", p, fi.Mode().Type())
+			}
+			if err := c.addFile(p, p, rel, fi); err != nil {
 				return err
 			}
 		case t&fs.ModeSymlink != 0:
@@ -485,15 +514,16 @@ func (c *collector) walkDir(p, rel, real string, ancestors map[string]bool) erro
 	return c.walk(p, rel, ancestors)
 }
 
-func (c *collector) addFile(p, local, rel string) error {
+func (c *collector) addFile(p, local, rel string, info fs.FileInfo) error {
 	if !c.keep.Match(rel) {
 		return nil
 	}
-	info, err := os.Stat(local)
-	if err != nil {
-		return fmt.Errorf("SRC %s: %w", p, unwrapPathError(err))
+	c.manifest += int64(generation.MinEntrySize(rel))
+	if c.manifest > c.maxManifest {
+		return fmt.Errorf("SRC %s: more files than one generation can list: after %d files the manifest would pass the %d bytes a reader accepts (%s); publish parts of it as separate datasets, or check for symbolic links that --links follow visits over and over",
+			c.src, len(c.files), c.maxManifest, p)
 	}
-	c.files = append(c.files, srcFile{path: rel, local: local, size: info.Size()})
+	c.files = append(c.files, srcFile{path: rel, local: local, size: info.Size(), info: info})
 	return nil
 }
 
@@ -525,7 +555,7 @@ func (c *collector) link(p, rel string, ancestors map[string]bool) error {
 	case fi.IsDir():
 		return c.walkDir(p, rel, real, ancestors)
 	case fi.Mode().IsRegular():
-		return c.addFile(p, real, rel)
+		return c.addFile(p, real, rel, fi)
 	}
 	return fmt.Errorf("SRC %s: symbolic link to %s, not a regular file or directory", p, real)
 }

@@ -221,7 +221,7 @@ wait:
 			fmt.Fprintf(stderr, "publish: lease %q lost (%v); stopping %s\n", opts.Lease, l.Err(), name)
 			break wait
 		case <-ctx.Done():
-			why = ctx.Err()
+			why = fmt.Errorf("%w; stopped %s", ctx.Err(), name)
 			fmt.Fprintf(stderr, "publish: interrupted; stopping %s\n", name)
 			break wait
 		case <-term.C:

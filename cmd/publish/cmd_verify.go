@@ -252,7 +252,7 @@ func repairFrom(ctx context.Context, d *commit.Dataset, opts verifyOptions, snap
 		return nil, describe(opts.URL, err)
 	}
 	for _, f := range fixes {
-		if err := putLocal(ctx, tx, f.e.Path, f.local, f.e.Size); err != nil {
+		if err := putLocal(ctx, tx, f.e, f.local); err != nil {
 			return nil, err
 		}
 	}
@@ -286,12 +286,21 @@ func matchesEntry(local string, e generation.Entry) error {
 	return nil
 }
 
-// putLocal stages a local file at path.
-func putLocal(ctx context.Context, tx *commit.Tx, path, local string, size int64) error {
+// putLocal stages a local file as the entry e, and fails if what it
+// uploaded is not e's content: the file may have changed since
+// matchesEntry read it, and a repair never changes content.
+func putLocal(ctx context.Context, tx *commit.Tx, e generation.Entry, local string) error {
 	f, err := os.Open(local)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return tx.Put(ctx, path, f, size)
+	h := sha256.New()
+	if err := tx.Put(ctx, e.Path, io.TeeReader(f, h), e.Size); err != nil {
+		return err
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 {
+		return fmt.Errorf("repair %s: %s changed while it was uploaded (sha256 %s, not %s); nothing was committed", e.Path, local, sum, e.SHA256)
+	}
+	return nil
 }

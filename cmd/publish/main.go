@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"strings"
 	"syscall"
 
 	"github.com/commitptr/commitptr/commit"
@@ -61,6 +62,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	code := exitCode(ctx, err)
 	verbose, _ := root.PersistentFlags().GetCount("verbose")
 	msg := tidyMessage(err.Error(), verbose)
+	if code == exitInterrupted {
+		// Say what happened in the user's words: the signal, not the
+		// context it cancelled.
+		msg = strings.ReplaceAll(msg, context.Canceled.Error(), "interrupted")
+	}
 	var ee *statusError
 	switch {
 	case errors.As(err, &ee) && ee.err == nil:
