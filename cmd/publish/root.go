@@ -69,6 +69,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)
+	registerCompletions(g, root)
 	return root
 }
 
