@@ -152,7 +152,7 @@ func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
 				return fmt.Errorf("commit: upload %q again: %w", e.Path, err)
 			}
 			defer f.Close()
-			if err := tx.put(gctx, e.Path, f, e.Size, fileAttrs{mode: e.Mode, mtime: e.MTime}); err != nil {
+			if err := tx.put(gctx, e.Path, f, e.Size, fileAttrs{mode: e.Mode, mtime: e.MTime}, ""); err != nil {
 				return err
 			}
 			tx.mu.Lock()

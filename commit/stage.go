@@ -204,7 +204,17 @@ func (tx *Tx) checkOpen() error {
 // finished when Commit (or Discard) is called fails and is not part of
 // the generation.
 func (tx *Tx) Put(ctx context.Context, path string, r io.Reader, size int64) error {
-	return tx.put(ctx, path, r, size, fileAttrs{})
+	return tx.put(ctx, path, r, size, fileAttrs{}, "")
+}
+
+// Restage stages r as the file e describes, with e's path, permission bits
+// and modification time, and fails unless r delivers exactly e's content
+// (its size and sha256): then the Tx's entry for e.Path stays as it was,
+// though the object written may remain until Discard. A repair uses it to
+// upload a damaged file again from a local copy without changing what the
+// generation publishes.
+func (tx *Tx) Restage(ctx context.Context, e generation.Entry, r io.Reader) error {
+	return tx.put(ctx, e.Path, r, e.Size, fileAttrs{mode: e.Mode, mtime: e.MTime}, e.SHA256)
 }
 
 // fileAttrs are what a staged entry records of its local file besides the
@@ -218,7 +228,8 @@ func attrsOf(fi fs.FileInfo) fileAttrs {
 	return fileAttrs{mode: generation.FormatMode(fi.Mode()), mtime: fi.ModTime().UTC()}
 }
 
-func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, attrs fileAttrs) error {
+// put stages r at path. With want set, the content must have that sha256.
+func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, attrs fileAttrs, want string) error {
 	if err := generation.CheckPath(path); err != nil {
 		return err
 	}
@@ -248,7 +259,11 @@ func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, att
 	if size > 0 && counted.n != size {
 		return fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
 	}
-	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encoding: encoding,
+	sum := hex.EncodeToString(h.Sum(nil))
+	if want != "" && sum != want {
+		return fmt.Errorf("commit: stage %q: the content differs from the entry: sha256 %s, not %s", path, sum, want)
+	}
+	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: sum, Encoding: encoding,
 		Mode: attrs.mode, MTime: attrs.mtime}); err != nil {
 		return fmt.Errorf("commit: stage %q: %w", path, err)
 	}
@@ -339,7 +354,7 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-	return tx.put(ctx, path, f, fi.Size(), attrsOf(fi))
+	return tx.put(ctx, path, f, fi.Size(), attrsOf(fi), "")
 }
 
 // FileOption changes how PutFile reads its local file.

@@ -286,21 +286,17 @@ func matchesEntry(local string, e generation.Entry) error {
 	return nil
 }
 
-// putLocal stages a local file as the entry e, and fails if what it
-// uploaded is not e's content: the file may have changed since
-// matchesEntry read it, and a repair never changes content.
+// putLocal stages a local file as the entry e: its content, mode and
+// time. It fails if the file no longer has e's content: it may have changed
+// since matchesEntry read it, and a repair never changes what is published.
 func putLocal(ctx context.Context, tx *commit.Tx, e generation.Entry, local string) error {
 	f, err := os.Open(local)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if err := tx.Put(ctx, e.Path, io.TeeReader(f, h), e.Size); err != nil {
-		return err
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 {
-		return fmt.Errorf("repair %s: %s changed while it was uploaded (sha256 %s, not %s); nothing was committed", e.Path, local, sum, e.SHA256)
+	if err := tx.Restage(ctx, e, f); err != nil {
+		return fmt.Errorf("repair %s: %s changed after it was checked, or could not be uploaded; nothing was committed: %w", e.Path, local, err)
 	}
 	return nil
 }

@@ -108,7 +108,8 @@ func TestRepairRefusesChangedFile(t *testing.T) {
 	e := generation.Entry{Path: "a", Key: generation.DataKey(gen, "a"), Size: 28, SHA256: "0000000000000000000000000000000000000000000000000000000000000000"}
 	err = putLocal(ctx, tx, e, filepath.Join(src, "a"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "changed while it was uploaded")
+	assert.Contains(t, err.Error(), "changed after it was checked")
+	assert.Contains(t, err.Error(), "content differs")
 	assert.Contains(t, err.Error(), filepath.Join(src, "a"))
 	assert.False(t, errors.Is(err, context.Canceled))
 }
