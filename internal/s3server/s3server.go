@@ -48,15 +48,15 @@ type Server struct {
 	Conformance storetest.Options
 	// Versioned declares the same for storetest.RunVersioned.
 	Versioned storetest.Options
-	Endpoint    string // http://127.0.0.1:port
-	AccessKey   string
-	SecretKey   string
-	Region      string
-	root        string         // versitygw: its POSIX root, a directory per bucket
-	versions    string         // versitygw: its versioning directory, if it has one
-	cmd         *exec.Cmd      // versitygw
-	backend     *s3mem.Backend // gofakes3
-	http        *http.Server   // gofakes3
+	Endpoint  string // http://127.0.0.1:port
+	AccessKey string
+	SecretKey string
+	Region    string
+	root      string         // versitygw: its POSIX root, a directory per bucket
+	versions  string         // versitygw: its versioning directory, if it has one
+	cmd       *exec.Cmd      // versitygw
+	backend   *s3mem.Backend // gofakes3
+	http      *http.Server   // gofakes3
 }
 
 var (

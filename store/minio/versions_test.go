@@ -28,9 +28,11 @@ func versionedOn(t *testing.T, srv *s3server.Server) storetest.Versioned {
 	s, err := minio.New(context.Background(), opts)
 	require.NoError(t, err)
 	return storetest.Versioned{
-		Store:               s,
-		Plain:               newStore(t, plain),
-		Versions:            func(t *testing.T, prefix string) []storetest.ObjectVersion { return srv.Versions(t, opts.Bucket, prefix) },
+		Store: s,
+		Plain: newStore(t, plain),
+		Versions: func(t *testing.T, prefix string) []storetest.ObjectVersion {
+			return srv.Versions(t, opts.Bucket, prefix)
+		},
 		BeforeDeleteObjects: hook.Set,
 	}
 }
