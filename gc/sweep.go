@@ -128,8 +128,16 @@ func (r *runner) sweep(ctx context.Context, p *plan) error {
 			keys[i] = o.Key
 			bytes += max(o.Size, 0)
 		}
-		if err := r.s.DeleteMany(ctx, keys); err != nil {
+		dctx, freed := store.TrackFreed(ctx)
+		err := r.s.DeleteMany(dctx, keys)
+		r.rep.Versions.Add(freed.Freed())
+		if err != nil {
 			return fmt.Errorf("gc: delete batch %d (%d keys from %q): %w", n, len(keys), keys[0], err)
+		}
+		if f := freed.Freed(); f.Versioned {
+			// The bucket keeps versions: what is freed is the versions
+			// deleted, none if the driver could only add delete markers.
+			bytes = f.Bytes
 		}
 		r.rep.ObjectsDeleted += len(batch)
 		r.rep.BytesDeleted += bytes

@@ -132,13 +132,7 @@ func AddFreed(ctx context.Context, f Freed) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.f.Versioned = t.f.Versioned || f.Versioned
-	t.f.Versions += f.Versions
-	t.f.Markers += f.Markers
-	t.f.Bytes += f.Bytes
-	for op, n := range f.Requests {
-		t.f.Requests[op] += n
-	}
+	t.f.Add(f)
 }
 
 // ErrListingStuck is matched by the error of a listing of versions whose
@@ -146,3 +140,14 @@ func AddFreed(ctx context.Context, f Freed) {
 // listing is truncated without a marker that advances. The drivers stop
 // rather than list the same page forever.
 var ErrListingStuck = errors.New("store: the listing of versions does not advance")
+
+// Add adds g to f.
+func (f *Freed) Add(g Freed) {
+	f.Versioned = f.Versioned || g.Versioned
+	f.Versions += g.Versions
+	f.Markers += g.Markers
+	f.Bytes += g.Bytes
+	for op, n := range g.Requests {
+		f.Requests[op] += n
+	}
+}

@@ -496,7 +496,7 @@ func isToken(s string) bool {
 //
 // On a bucket that keeps versions, Delete removes every version of the key
 // (see store.Versioner), and the If-Match is checked against the latest.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
 	if opts.IfMatch != "" && (!printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`)) {
 		return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
 	}
@@ -505,12 +505,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 	} else if v {
 		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
 	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	var add http.Header
 	if opts.IfMatch != "" {
 		add = http.Header{"If-Match": {`"` + opts.IfMatch + `"`}}
 	}
 	ctx, _ = withExchange(ctx, http.MethodDelete, add)
-	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
+	err = s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
 	// A 404 is success even with If-Match: the object is gone either way
 	// (see store.Store.Delete). Classifying without ifMatch keeps it
 	// ErrNotExist rather than ErrPrecondition.
@@ -525,7 +530,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 // whose name is not valid in XML goes in a DELETE of its own. On a bucket
 // that keeps versions, DeleteMany removes every version of the keys (see
 // store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -534,6 +539,11 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	} else if v {
 		return s.deleteVersions(ctx, "delete-many", keys, "")
 	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	objects := func(yield func(minio.ObjectInfo) bool) {
 		for _, k := range keys {
 			if !yield(minio.ObjectInfo{Key: k}) {

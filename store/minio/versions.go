@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 
@@ -18,12 +19,25 @@ import (
 // channel so that a caller whose context ends stops waiting for another's
 // question.
 type versioning struct {
-	lock  chan struct{}
-	state store.Versioning // VersioningAuto until known
+	lock     chan struct{}
+	state    store.Versioning // VersioningAuto until known
+	declared bool             // state was given in Options
+	// keeps is set when a write was answered with a version id: the
+	// bucket keeps versions, whatever was declared.
+	keeps atomic.Bool
 }
 
 func newVersioning(declared store.Versioning) *versioning {
-	return &versioning{lock: make(chan struct{}, 1), state: declared}
+	return &versioning{lock: make(chan struct{}, 1), state: declared, declared: declared != store.VersioningAuto}
+}
+
+// plainDeleted tells the tracker in ctx that a plain delete freed nothing
+// on a bucket that keeps versions, though it was declared not to: it only
+// added delete markers.
+func (v *versioning) plainDeleted(ctx context.Context) {
+	if v.keeps.Load() {
+		store.AddFreed(ctx, store.Freed{Versioned: true})
+	}
 }
 
 // Versioning implements store.Versioner: it asks GetBucketVersioning once
@@ -56,14 +70,17 @@ func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
 // sawVersionID records that a write was answered with a version id: the
 // bucket keeps versions. "null" is the id of a write to a bucket whose
 // versioning is suspended, or to one without versioning on some servers,
-// so it proves nothing.
+// so it proves nothing. An answer the bucket gave before (versioning
+// enabled since) gives way; a declared one stays, and the plain deletes
+// it makes report that they freed nothing.
 func (s *Store) sawVersionID(id string) {
-	if id == "" || id == "null" {
+	if v := id; v == "" || v == "null" {
 		return
 	}
+	s.ver.keeps.Store(true)
 	select {
 	case s.ver.lock <- struct{}{}:
-		if s.ver.state == store.VersioningAuto { // a declared state stays
+		if !s.ver.declared {
 			s.ver.state = store.VersioningOn
 		}
 		<-s.ver.lock

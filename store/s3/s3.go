@@ -321,13 +321,18 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // Delete asks with a HEAD whether the key exists before reporting
 // store.ErrPrecondition. On a bucket that keeps versions, Delete removes
 // every version of the key (see store.Versioner).
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
 	if v, err := s.versioned(ctx, "delete", key); err != nil {
 		return err
 	} else if v {
 		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
 	}
-	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
+	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket:  &s.bucket,
 		Key:     &key,
 		IfMatch: quoteETag(opts.IfMatch),
@@ -353,7 +358,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 // error. The error, if any, names the keys that were not deleted. On a
 // bucket that keeps versions, DeleteMany removes every version of the keys
 // (see store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -362,6 +367,11 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	} else if v {
 		return s.deleteVersions(ctx, "delete-many", keys, "")
 	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	var failed []string
 	var firstClass error // the class of the first per-key failure
 	var firstErr string  // and its description
