@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -39,8 +40,25 @@ func TestVersionedBucket(t *testing.T) {
 			bucket := c.srv.NewVersionedBucket(t)
 			const prefix = "datasets/daily/"
 			url := c.scheme + "://" + bucket + "/" + strings.TrimSuffix(prefix, "/") + c.query
-			for i := range 5 {
-				tg.ok(t, "put", writeTree(t, map[string]string{"a.txt": fmt.Sprint("put ", i), fmt.Sprintf("only-%d.txt", i): "x"}), url)
+			tree := func(i int) string {
+				return writeTree(t, map[string]string{"a.txt": fmt.Sprint("put ", i), fmt.Sprintf("only-%d.txt", i): "x"})
+			}
+			tg.ok(t, "put", tree(0), url)
+			// Four more at once: a put that loses the race discards what
+			// it staged, every version of it.
+			codes := make([]int, 4)
+			var wg sync.WaitGroup
+			for i := range codes {
+				dir := tree(i + 1)
+				wg.Go(func() { codes[i] = tg.run(t, "put", dir, url).code })
+			}
+			wg.Wait()
+			losers := 0
+			for _, code := range codes {
+				require.Contains(t, []int{exitOK, exitLost}, code)
+				if code == exitLost {
+					losers++
+				}
 			}
 			for range 40 {
 				tg.ok(t, "update", url, "counter", "--", "sh", "-c", `read n; echo $(( ${n:-0} + 1 ))`)
@@ -62,8 +80,8 @@ func TestVersionedBucket(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 			after := c.srv.Versions(t, bucket, prefix)
 			assert.Equal(t, "40", strings.TrimSpace(string(readObject(t, tg.open(t, url), "counter"))))
-			t.Logf("%s: %d entries, %d delete markers before gc; %d entries, %d delete markers after; gc deleted %d objects, freed %d bytes",
-				c.name, len(before), markers(before), len(after), markers(after), rep.ObjectsDeleted, rep.BytesDeleted)
+			t.Logf("%s: %d of 5 puts lost the race; %d entries, %d delete markers before gc; %d entries, %d delete markers after; gc deleted %d objects, freed %d bytes",
+				c.name, losers, len(before), markers(before), len(after), markers(after), rep.ObjectsDeleted, rep.BytesDeleted)
 			require.Positive(t, rep.ObjectsDeleted)
 			assert.True(t, rep.Versions.Versioned)
 
