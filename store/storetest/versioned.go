@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -255,11 +256,18 @@ func testVersionedManyPages(t *testing.T, v Versioned) {
 	assert.GreaterOrEqual(t, tr.Freed().Requests[store.OpList], int64(2))
 }
 
+// stuckBound is how long testVersionedStuck lets a delete run that lists
+// the same page forever, far beyond the two requests it takes.
+const stuckBound = time.Minute
+
 // testVersionedStuck shows that a listing of versions that says it is
 // truncated but does not advance ends in an error, not a loop.
 func testVersionedStuck(t *testing.T, v Versioned) {
 	keys := manyKeys(t, v.Store, "many", store.MaxListPage+5)
-	err := v.Store.DeleteMany(context.Background(), keys[:store.MaxDeleteBatch])
+	// A bound for a loop that never ends; the delete takes two requests.
+	ctx, cancel := context.WithTimeout(context.Background(), stuckBound)
+	defer cancel()
+	err := v.Store.DeleteMany(ctx, keys[:store.MaxDeleteBatch])
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, store.ErrListingStuck), "got %v", err)
 	assert.Len(t, versionsOf(t, v, keys[0]), 1, "nothing deleted")
