@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/s3server"
@@ -41,4 +42,30 @@ func TestVersioned(t *testing.T) {
 func TestVersionedGofakes3(t *testing.T) {
 	srv := s3server.SharedGofakes3(t)
 	storetest.RunVersioned(t, srv.Versioned, func(t *testing.T) storetest.Versioned { return versionedOn(t, srv) })
+}
+
+// TestVersioningURL: versioning=on|off in the URL settles the question
+// without asking the bucket.
+func TestVersioningURL(t *testing.T) {
+	srv := withEnv(s3server.SharedVersioned(t))
+	bucket := srv.NewVersionedBucket(t)
+	for _, c := range []struct {
+		query string
+		want  store.Versioning
+	}{
+		{"", store.VersioningOn},
+		{"&versioning=auto", store.VersioningOn},
+		{"&versioning=off", store.VersioningOff},
+	} {
+		s, err := store.Open(context.Background(), "s3://"+bucket+"/p?path_style=true&endpoint="+srv.Endpoint+c.query, store.Config{})
+		require.NoError(t, err)
+		got, err := store.BucketVersioning(context.Background(), s)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, got, "query %q", c.query)
+	}
+	s, err := store.Open(context.Background(), "s3://no-such-bucket-here/p?versioning=on&path_style=true&endpoint="+srv.Endpoint, store.Config{})
+	require.NoError(t, err)
+	got, err := store.BucketVersioning(context.Background(), s)
+	require.NoError(t, err, "declared: no request")
+	assert.Equal(t, store.VersioningOn, got)
 }
