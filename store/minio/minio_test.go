@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
@@ -289,6 +291,23 @@ func TestVersioningAskedOnce(t *testing.T) {
 			assert.Equal(t, []string{"POST ?delete="}, reqs)
 		})
 	}
+	t.Run("concurrent", func(t *testing.T) {
+		rec := &recorder{}
+		opts := options(t)
+		opts.Transport = rec
+		s := newStore(t, opts)
+		var g errgroup.Group
+		for i := range 8 {
+			g.Go(func() error { return s.Delete(ctx, fmt.Sprint("k", i), store.DeleteOptions{}) })
+		}
+		require.NoError(t, g.Wait())
+		reqs, _ := rec.take()
+		n := map[string]int{}
+		for _, r := range reqs {
+			n[r]++
+		}
+		assert.Equal(t, map[string]int{"GET ?versioning=": 1, "DELETE ?": 8}, n, "eight deletes at once ask once")
+	})
 }
 
 func TestMetadataAndHeaders(t *testing.T) {
