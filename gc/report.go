@@ -41,6 +41,11 @@ type Report struct {
 	// incomplete S3 multipart uploads. Their requests are in Requests too.
 	// A dry run does not look for them.
 	Leftovers store.Leftovers `json:"leftovers"`
+	// Versions counts, on a bucket that keeps versions, the versions and
+	// delete markers of the deleted generation objects that were deleted,
+	// and the requests that took beside Requests (see store.Versioner).
+	// BytesDeleted is then the size of those versions.
+	Versions store.Freed `json:"versions,omitzero"`
 	// Requests counts the store requests of the run, lease included.
 	Requests store.Counts `json:"requests"`
 	DryRun   bool         `json:"dry_run,omitempty"`
@@ -114,6 +119,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
 		if r.Leftovers.Count > 0 {
 			ew.printf("leftovers of interrupted writes removed: %d, %s\n", r.Leftovers.Count, FormatBytes(r.Leftovers.Bytes))
+		}
+		if v := r.Versions; v.Versioned {
+			// BytesDeleted is then the size of the versions deleted.
+			ew.printf("the bucket keeps versions: %s and %s deleted (%s)\n", plural(v.Versions, "version"), plural(v.Markers, "delete marker"), v.Requests)
+			if v.Versions+v.Markers == 0 && r.ObjectsDeleted > 0 {
+				ew.printf("note: the deletes only added delete markers (versioning=off was declared), so nothing was freed\n")
+			}
 		}
 	}
 	if !r.Horizon.IsZero() {

@@ -128,11 +128,13 @@ func (r *runner) sweep(ctx context.Context, p *plan) error {
 			keys[i] = o.Key
 			bytes += max(o.Size, 0)
 		}
-		if err := r.s.DeleteMany(ctx, keys); err != nil {
+		freed, versions, err := r.deleteKeys(ctx, keys, bytes)
+		r.rep.Versions.Add(versions)
+		if err != nil {
 			return fmt.Errorf("gc: delete batch %d (%d keys from %q): %w", n, len(keys), keys[0], err)
 		}
 		r.rep.ObjectsDeleted += len(batch)
-		r.rep.BytesDeleted += bytes
+		r.rep.BytesDeleted += freed
 		r.log.Debug("gc: deleted batch", "batch", n, "keys", len(keys), "deleted", r.rep.ObjectsDeleted, "total", total)
 		if r.o.Progress != nil {
 			r.o.Progress(r.rep.ObjectsDeleted, total)

@@ -24,6 +24,9 @@ type Config struct {
 	Profile   string
 	PathStyle bool     // address buckets as endpoint/bucket instead of bucket.endpoint
 	Timeouts  Timeouts // per-request limits of the S3 drivers
+	// Versioning declares whether an S3 bucket keeps versions; auto (the
+	// zero value) asks the bucket once (see Versioner).
+	Versioning Versioning
 }
 
 // Opener opens a store for a parsed URL. Drivers register one per scheme.
@@ -148,7 +151,8 @@ func CleanPrefix(p string) (string, error) {
 
 // BucketURL reads the common form of bucket URLs,
 // scheme://bucket/prefix?endpoint=...&region=...&profile=...&path_style=true
-// &connect_timeout=10s&timeout=30s&idle_timeout=60s, for the S3 drivers. The
+// &connect_timeout=10s&timeout=30s&idle_timeout=60s&versioning=auto, for the
+// S3 drivers (versioning is auto, on or off: see Versioner). The
 // three timeouts are the fields of Timeouts; merged.Timeouts has the
 // defaults filled in. Non-zero fields of cfg override the query
 // parameters. It refuses user information (credentials belong in the AWS
@@ -169,7 +173,7 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 	if err != nil {
 		return bad("bad query: %v", err)
 	}
-	known := []string{"endpoint", "region", "profile", "path_style", "connect_timeout", "timeout", "idle_timeout"}
+	known := []string{"endpoint", "region", "profile", "path_style", "connect_timeout", "timeout", "idle_timeout", "versioning"}
 	for k := range q {
 		if !slices.Contains(known, k) {
 			return bad("unknown parameter %q (known: %s)", k, strings.Join(known, ", "))
@@ -194,6 +198,12 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 			Header:  cmp.Or(cfg.Timeouts.Header, fromURL.Header),
 			Idle:    cmp.Or(cfg.Timeouts.Idle, fromURL.Idle),
 		}.OrDefaults(),
+	}
+	merged.Versioning = cfg.Versioning
+	if merged.Versioning == VersioningAuto {
+		if merged.Versioning, err = ParseVersioning(q.Get("versioning")); err != nil {
+			return bad("versioning=%q: want auto, on or off", q.Get("versioning"))
+		}
 	}
 	if v := q.Get("path_style"); v != "" && !cfg.PathStyle {
 		if merged.PathStyle, err = strconv.ParseBool(v); err != nil {

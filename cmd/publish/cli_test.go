@@ -329,7 +329,9 @@ func TestNonEnforcingStoreIsRefused(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errs, "If-None-Match")
 
-	assert.Contains(t, ok(t, "probe", memURL()), "ok:")
+	out := ok(t, "probe", memURL())
+	assert.Contains(t, out, "ok:")
+	assert.Contains(t, out, "versioning: off", "a store that keeps no versions")
 }
 
 func TestPinUnpin(t *testing.T) {

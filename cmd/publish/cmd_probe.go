@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/commitptr/commitptr/store"
 )
 
 type probeOptions struct {
@@ -22,7 +24,12 @@ func newProbeCommand(g *globalOptions) *cobra.Command {
 relies on. It creates a scratch object under _probe/, then sends a
 create-if-absent (If-None-Match: *) and a compare-and-swap with a stale ETag
 (If-Match), which must both be refused, and deletes the object again: four
-requests.
+requests, and on S3 one more to ask whether the bucket keeps versions.
+
+It also says whether the bucket keeps versions. On one that does, every
+delete of commitptr removes all versions of the key, and the probe leaves
+none of its scratch object behind; see OPERATIONS.md for the lifecycle
+rules that such a bucket needs for the versions of the pointer and leases.
 
 Some S3-compatible stores accept these headers and silently ignore them;
 on such a store concurrent commits would overwrite each other. put runs this
@@ -47,9 +54,27 @@ func runProbe(ctx context.Context, opts probeOptions, stdout, _ io.Writer) error
 	if err := probeStore(ctx, s); err != nil {
 		return probeError(opts.URL, err)
 	}
+	versioning, verr := "unknown", error(nil)
+	if v, err := store.BucketVersioning(ctx, s); err != nil {
+		verr = err
+	} else {
+		versioning = v.String()
+	}
 	if opts.JSON {
-		return writeJSON(stdout, map[string]any{"url": redact(opts.URL), "enforced": true})
+		out := map[string]any{"url": redact(opts.URL), "enforced": true, "versioning": versioning}
+		if verr != nil {
+			out["versioning_error"] = verr.Error()
+		}
+		return writeJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "ok: %s enforces If-None-Match and If-Match\n", redact(opts.URL))
+	switch {
+	case verr != nil:
+		fmt.Fprintf(stdout, "versioning: unknown: %v\n", verr)
+	case versioning == store.VersioningOn.String():
+		fmt.Fprintf(stdout, "versioning: on: deletes remove every version of a key; the pointer and leases keep theirs until a lifecycle rule expires them\n")
+	default:
+		fmt.Fprintf(stdout, "versioning: off\n")
+	}
 	return nil
 }

@@ -28,6 +28,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/google/uuid"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -42,14 +46,17 @@ type Server struct {
 	// Conformance declares the capabilities the s3 and minio drivers lack
 	// on this server, for storetest.RunWith.
 	Conformance storetest.Options
-	Endpoint    string // http://127.0.0.1:port
-	AccessKey   string
-	SecretKey   string
-	Region      string
-	root        string         // versitygw: its POSIX root, a directory per bucket
-	cmd         *exec.Cmd      // versitygw
-	backend     *s3mem.Backend // gofakes3
-	http        *http.Server   // gofakes3
+	// Versioned declares the same for storetest.RunVersioned.
+	Versioned storetest.Options
+	Endpoint  string // http://127.0.0.1:port
+	AccessKey string
+	SecretKey string
+	Region    string
+	root      string         // versitygw: its POSIX root, a directory per bucket
+	versions  string         // versitygw: its versioning directory, if it has one
+	cmd       *exec.Cmd      // versitygw
+	backend   *s3mem.Backend // gofakes3
+	http      *http.Server   // gofakes3
 }
 
 var (
@@ -60,6 +67,10 @@ var (
 	fakeOnce sync.Once
 	fake     *Server
 	fakeErr  error
+
+	versionedOnce sync.Once
+	versioned     *Server
+	versionedErr  error
 )
 
 // Shared returns the process-wide server, starting it on first use. It fails
@@ -85,11 +96,30 @@ func SharedGofakes3(t testing.TB) *Server {
 	return fake
 }
 
+// SharedVersioned returns the process-wide versitygw that can keep
+// versions (started with a versioning directory), starting it on first
+// use; NewVersionedBucket makes its buckets. It is a server of its own so
+// that the shared one stays the reference setup. It fails t if the server
+// cannot be started.
+func SharedVersioned(t testing.TB) *Server {
+	t.Helper()
+	versionedOnce.Do(func() { versioned, versionedErr = start(context.Background(), true) })
+	if versionedErr != nil {
+		t.Fatalf("s3server: the versioned S3 test server is required and could not start (run `make test`, which builds it): %v", versionedErr)
+	}
+	return versioned
+}
+
 // gofakes3Lacks is what gofakes3 v1.2.0 does not implement that the
 // drivers claim elsewhere: the one place the suite learns of its gaps.
 var gofakes3Lacks = map[storetest.Capability]string{
 	storetest.ConditionalDelete: "gofakes3 v1.2.0 ignores If-Match on DeleteObject and deletes unconditionally; commitptr never relies on a conditional delete",
 	storetest.DelimiterPages:    "gofakes3 v1.2.0 resumes a delimited listing after the first key under the page's last common prefix, so the next page repeats that prefix",
+}
+
+// gofakes3VersionsLack is the same for the versioned cases.
+var gofakes3VersionsLack = map[storetest.Capability]string{
+	storetest.VersionPages: "gofakes3 v1.2.0 answers a truncated ListObjectVersions without NextKeyMarker, so the next page cannot be asked for",
 }
 
 // Main runs the tests and stops the shared servers afterwards. Use it as
@@ -101,6 +131,9 @@ func Main(m *testing.M) int {
 	}
 	if fake != nil {
 		fake.Stop()
+	}
+	if versioned != nil {
+		versioned.Stop()
 	}
 	return code
 }
@@ -119,6 +152,77 @@ func (s *Server) NewBucket(t testing.TB) string {
 		t.Fatalf("s3server: create bucket on %s: %v", s.Name, err)
 	}
 	return name
+}
+
+// NewVersionedBucket creates a fresh, empty bucket with versioning
+// enabled and returns its name: on gofakes3, and on the versitygw of
+// SharedVersioned (the shared one cannot keep versions).
+func (s *Server) NewVersionedBucket(t testing.TB) string {
+	t.Helper()
+	name := s.NewBucket(t)
+	var err error
+	if s.backend != nil {
+		err = s.backend.SetVersioningConfiguration(name, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled})
+	} else if s.versions == "" {
+		err = errors.New("this versitygw was started without a versioning directory; use SharedVersioned")
+	} else {
+		err = s.enableVersioning(name)
+	}
+	if err != nil {
+		t.Fatalf("s3server: enable versioning of bucket %s on %s: %v", name, s.Name, err)
+	}
+	return name
+}
+
+// enableVersioning sends PutBucketVersioning, which versitygw needs to
+// hear through its S3 API.
+func (s *Server) enableVersioning(bucket string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := s.Client()
+	_, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{
+		Bucket:                  aws.String(bucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
+	})
+	return err
+}
+
+// Client returns an SDK client for the server, for tests that look at
+// what the drivers do not show, such as the versions of a key.
+func (s *Server) Client() *awss3.Client {
+	return awss3.New(awss3.Options{
+		BaseEndpoint: aws.String(s.Endpoint),
+		Region:       s.Region,
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+}
+
+// Versions lists the versions and delete markers under prefix in bucket,
+// in one page; it fails t if there are more than a page holds.
+func (s *Server) Versions(t testing.TB, bucket, prefix string) []storetest.ObjectVersion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := &awss3.ListObjectVersionsInput{Bucket: aws.String(bucket)}
+	if prefix != "" {
+		in.Prefix = aws.String(prefix)
+	}
+	out, err := s.Client().ListObjectVersions(ctx, in)
+	if err != nil {
+		t.Fatalf("s3server: list the versions in %s on %s: %v", bucket, s.Name, err)
+	}
+	if aws.ToBool(out.IsTruncated) {
+		t.Fatalf("s3server: the versions under %q in %s take more than one page", prefix, bucket)
+	}
+	var got []storetest.ObjectVersion
+	for _, v := range out.Versions {
+		got = append(got, storetest.ObjectVersion{Key: aws.ToString(v.Key), ID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest), Size: aws.ToInt64(v.Size)})
+	}
+	for _, m := range out.DeleteMarkers {
+		got = append(got, storetest.ObjectVersion{Key: aws.ToString(m.Key), ID: aws.ToString(m.VersionId), Latest: aws.ToBool(m.IsLatest), Marker: true})
+	}
+	return got
 }
 
 // Env returns the AWS environment variables that point an SDK at the server.
@@ -146,7 +250,10 @@ func (s *Server) UseCredentials() {
 }
 
 // Start builds the binary if needed and starts a server with a temporary root.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return start(ctx, false) }
+
+// start starts versitygw, with a versioning directory if versions.
+func start(ctx context.Context, versions bool) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -161,14 +268,22 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 	s := newServer("versitygw", addr)
 	s.root = root
-	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--port", addr, "--quiet", "posix", root)
+	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "posix"}
+	if versions {
+		s.versions = root + ".versions"
+		if err := os.Mkdir(s.versions, 0o700); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+		args = append(args, "--versioning-dir", s.versions)
+	}
+	s.cmd = exec.Command(bin, append(args, root)...)
 	s.cmd.Env = os.Environ()
 	s.cmd.Stdout = os.Stderr
 	s.cmd.Stderr = os.Stderr
 	s.cmd.SysProcAttr = procattr.DieWithParent()
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(root)
+		s.Stop()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -208,6 +323,7 @@ func StartGofakes3() (*Server, error) {
 	}
 	s := newServer("gofakes3", l.Addr().String())
 	s.Conformance.Lacks = gofakes3Lacks
+	s.Versioned.Lacks = gofakes3VersionsLack
 	s.backend = s3mem.New()
 	faker := gofakes3.New(s.backend, gofakes3.WithLogger(gofakes3.DiscardLog()), gofakes3.WithHostBucket(false))
 	s.http = &http.Server{Handler: faker.Server(), ReadHeaderTimeout: time.Minute}
@@ -226,6 +342,9 @@ func (s *Server) Stop() {
 	}
 	if s.root != "" {
 		os.RemoveAll(s.root)
+	}
+	if s.versions != "" {
+		os.RemoveAll(s.versions)
 	}
 }
 

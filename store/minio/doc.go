@@ -27,6 +27,17 @@
 // is never reported as the store's, and callers that judge ages refuse a
 // zero one (store.CheckServerTime). SweepLeftovers refuses too.
 //
+// # Versioned buckets
+//
+// On a bucket that keeps versions (versioning enabled or suspended), Delete
+// and DeleteMany delete every version of each key that ListObjectVersions
+// shows, delete markers included, older versions before the latest, and
+// only the version ids listed (see store.Versioner); what they freed goes
+// to the tracker of store.TrackFreed. The first delete of a Store asks
+// GetBucketVersioning, once; a Put answered with a version id, or
+// versioning=on|off in the URL (Options.Versioning), settles it without a
+// request.
+//
 // # Errors
 //
 // One classifier maps every minio-go error, by S3 error code and by HTTP

@@ -75,6 +75,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Timeouts bound each request; zero fields are the defaults.
 	Timeouts store.Timeouts
+	// Versioning declares whether the bucket keeps versions; the zero
+	// value, store.VersioningAuto, asks the bucket once (see
+	// Store.Versioning).
+	Versioning store.Versioning
 	// Credentials, if not nil, replace the credential chain: the
 	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 	// AWS_SESSION_TOKEN), the shared credentials file, then IAM (instance
@@ -89,6 +93,7 @@ type Store struct {
 	core     minio.Core
 	bucket   string
 	endpoint string // scheme://host, for error messages
+	ver      *versioning
 }
 
 var _ store.Store = (*Store)(nil)
@@ -146,6 +151,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		core:     minio.Core{Client: client},
 		bucket:   opts.Bucket,
 		endpoint: client.EndpointURL().String(),
+		ver:      newVersioning(opts.Versioning),
 	}, nil
 }
 
@@ -338,6 +344,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err != nil {
 		return store.Attrs{}, s.classify("put", key, ifMatch, err)
 	}
+	s.sawVersionID(info.VersionID)
 	ct := opts.ContentType
 	if ct == "" {
 		ct = "application/octet-stream" // what minio-go sends
@@ -486,16 +493,29 @@ func isToken(s string) bool {
 
 // Delete implements store.Store. minio-go has no If-Match for DELETE, so the
 // transport adds the header.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+//
+// On a bucket that keeps versions, Delete removes every version of the key
+// (see store.Versioner), and the If-Match is checked against the latest.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
+	if opts.IfMatch != "" && (!printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`)) {
+		return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
+	}
+	if v, err := s.versioned(ctx, "delete", key); err != nil {
+		return err
+	} else if v {
+		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
+	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	var add http.Header
 	if opts.IfMatch != "" {
-		if !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`) {
-			return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
-		}
 		add = http.Header{"If-Match": {`"` + opts.IfMatch + `"`}}
 	}
 	ctx, _ = withExchange(ctx, http.MethodDelete, add)
-	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
+	err = s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
 	// A 404 is success even with If-Match: the object is gone either way
 	// (see store.Store.Delete). Classifying without ifMatch keeps it
 	// ErrNotExist rather than ErrPrecondition.
@@ -507,11 +527,23 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 
 // DeleteMany implements store.Store with multi-object DELETE requests of at
 // most store.MaxDeleteBatch keys each (minio-go batches by 1000). A key
-// whose name is not valid in XML goes in a DELETE of its own.
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+// whose name is not valid in XML goes in a DELETE of its own. On a bucket
+// that keeps versions, DeleteMany removes every version of the keys (see
+// store.Versioner).
+func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	if len(keys) == 0 {
 		return nil
 	}
+	if v, err := s.versioned(ctx, "delete-many", keys[0]); err != nil {
+		return err
+	} else if v {
+		return s.deleteVersions(ctx, "delete-many", keys, "")
+	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	objects := func(yield func(minio.ObjectInfo) bool) {
 		for _, k := range keys {
 			if !yield(minio.ObjectInfo{Key: k}) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/s3server"
@@ -135,9 +137,11 @@ func TestConditionalDelete(t *testing.T) {
 	s := newStore(t, opts)
 	ctx := context.Background()
 	a := put(t, s, "k", "v", store.PutOptions{})
+	_, err := s.Versioning(ctx) // asked once per Store (TestVersioningAskedOnce)
+	require.NoError(t, err)
 
 	rec.take()
-	err := s.Delete(ctx, "k", store.DeleteOptions{IfMatch: "0" + a.ETag})
+	err = s.Delete(ctx, "k", store.DeleteOptions{IfMatch: "0" + a.ETag})
 	require.ErrorIs(t, err, store.ErrPrecondition)
 	reqs, hdrs := rec.take()
 	require.Len(t, reqs, 1)
@@ -217,6 +221,8 @@ func TestOneRequestEach(t *testing.T) {
 	opts.Transport = rec
 	s := newStore(t, opts)
 	ctx := context.Background()
+	_, err := s.Versioning(ctx) // asked once per Store (TestVersioningAskedOnce)
+	require.NoError(t, err)
 	for _, c := range []struct {
 		name string
 		op   func() error
@@ -255,6 +261,53 @@ func TestOneRequestEach(t *testing.T) {
 			assert.Equal(t, c.want, reqs)
 		})
 	}
+}
+
+// TestVersioningAskedOnce shows the one request that finding out whether
+// the bucket keeps versions costs a Store: the first delete asks, later
+// ones do not, and a Store told the answer never asks.
+func TestVersioningAskedOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		declared store.Versioning
+		first    []string
+	}{
+		{store.VersioningAuto, []string{"GET ?versioning=", "DELETE ?"}},
+		{store.VersioningOff, []string{"DELETE ?"}},
+	} {
+		t.Run(c.declared.String(), func(t *testing.T) {
+			rec := &recorder{}
+			opts := options(t)
+			opts.Transport = rec
+			opts.Versioning = c.declared
+			s := newStore(t, opts)
+			put(t, s, "k", "v", store.PutOptions{})
+			rec.take()
+			require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{}))
+			reqs, _ := rec.take()
+			assert.Equal(t, c.first, reqs)
+			require.NoError(t, s.DeleteMany(ctx, []string{"a", "b"}))
+			reqs, _ = rec.take()
+			assert.Equal(t, []string{"POST ?delete="}, reqs)
+		})
+	}
+	t.Run("concurrent", func(t *testing.T) {
+		rec := &recorder{}
+		opts := options(t)
+		opts.Transport = rec
+		s := newStore(t, opts)
+		var g errgroup.Group
+		for i := range 8 {
+			g.Go(func() error { return s.Delete(ctx, fmt.Sprint("k", i), store.DeleteOptions{}) })
+		}
+		require.NoError(t, g.Wait())
+		reqs, _ := rec.take()
+		n := map[string]int{}
+		for _, r := range reqs {
+			n[r]++
+		}
+		assert.Equal(t, map[string]int{"GET ?versioning=": 1, "DELETE ?": 8}, n, "eight deletes at once ask once")
+	})
 }
 
 func TestMetadataAndHeaders(t *testing.T) {

@@ -27,6 +27,14 @@ type exchange struct {
 
 	mu   sync.Mutex
 	resp http.Header // headers of the latest response
+	sent int64       // requests sent, retries included
+}
+
+// requests returns how many requests the operation has sent so far.
+func (x *exchange) requests() int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.sent
 }
 
 // withExchange returns a context carrying a new exchange. add, if not empty,
@@ -87,6 +95,11 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodGet && req.Header.Get("Accept-Encoding") == "" {
 			req.Header.Set("Accept-Encoding", "identity")
 		}
+	}
+	if x != nil {
+		x.mu.Lock()
+		x.sent++
+		x.mu.Unlock()
 	}
 	resp, err := t.base.RoundTrip(req)
 	if body != nil {

@@ -2,7 +2,7 @@
 // servers, built on aws-sdk-go-v2. Importing it registers the "s3" URL
 // scheme with store.Open:
 //
-//	s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1&profile=dev&path_style=true
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1&profile=dev&path_style=true&versioning=auto
 //
 // The query parameters are optional; non-zero fields of store.Config
 // override them. Everything left unset comes from the standard AWS
@@ -23,6 +23,17 @@
 // is the response's Date header, and zero when the response has none: the
 // local clock is never reported as the store's, and callers that judge ages
 // refuse a zero one (store.CheckServerTime). SweepLeftovers refuses too.
+//
+// # Versioned buckets
+//
+// On a bucket that keeps versions (versioning enabled or suspended), Delete
+// and DeleteMany delete every version of each key that ListObjectVersions
+// shows, delete markers included, older versions before the latest, and
+// only the version ids listed (see store.Versioner); what they freed goes
+// to the tracker of store.TrackFreed. The first delete of a Store asks
+// GetBucketVersioning, once; a Put answered with a version id, or
+// versioning=on|off in the URL (Options.Versioning), settles it without a
+// request.
 //
 // # Errors
 //

@@ -72,6 +72,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Timeouts bound each request; zero fields are the defaults.
 	Timeouts store.Timeouts
+	// Versioning declares whether the bucket keeps versions; the zero
+	// value, store.VersioningAuto, asks the bucket once (see
+	// Store.Versioning).
+	Versioning store.Versioning
 }
 
 // Store is a store.Store backed by one S3 bucket. It is safe for concurrent
@@ -81,6 +85,7 @@ type Store struct {
 	uploader *transfermanager.Client
 	bucket   string
 	endpoint string // for error messages
+	ver      *versioning
 }
 
 var _ store.Store = (*Store)(nil)
@@ -170,6 +175,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}),
 		bucket:   opts.Bucket,
 		endpoint: endpoint,
+		ver:      newVersioning(opts.Versioning),
 	}, nil
 }
 
@@ -284,6 +290,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		if err != nil {
 			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
 		}
+		s.sawVersionID(out.VersionId)
 		attrs.ETag = trimETag(out.ETag)
 		attrs.Size = size
 		attrs.ServerTime = serverTime(out.ResultMetadata)
@@ -302,6 +309,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err != nil {
 		return store.Attrs{}, s.classify("put", key, false, err)
 	}
+	s.sawVersionID(out.VersionID)
 	attrs.ETag = trimETag(out.ETag)
 	attrs.Size = sizeOf(out.ContentLength)
 	attrs.ServerTime = serverTime(out.ResultMetadata)
@@ -311,9 +319,20 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // Delete removes the object; see store.Store. Deleting a missing key is not
 // an error. With opts.IfMatch on a server that answers 412 for a missing key,
 // Delete asks with a HEAD whether the key exists before reporting
-// store.ErrPrecondition.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
-	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+// store.ErrPrecondition. On a bucket that keeps versions, Delete removes
+// every version of the key (see store.Versioner).
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
+	if v, err := s.versioned(ctx, "delete", key); err != nil {
+		return err
+	} else if v {
+		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
+	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
+	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket:  &s.bucket,
 		Key:     &key,
 		IfMatch: quoteETag(opts.IfMatch),
@@ -336,8 +355,23 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 
 // DeleteMany removes the keys with DeleteObjects requests of at most
 // store.MaxDeleteBatch keys each, one after another. Missing keys are not an
-// error. The error, if any, names the keys that were not deleted.
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+// error. The error, if any, names the keys that were not deleted. On a
+// bucket that keeps versions, DeleteMany removes every version of the keys
+// (see store.Versioner).
+func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
+	if len(keys) == 0 {
+		return nil
+	}
+	if v, err := s.versioned(ctx, "delete-many", keys[0]); err != nil {
+		return err
+	} else if v {
+		return s.deleteVersions(ctx, "delete-many", keys, "")
+	}
+	defer func() {
+		if err == nil {
+			s.ver.plainDeleted(ctx)
+		}
+	}()
 	var failed []string
 	var firstClass error // the class of the first per-key failure
 	var firstErr string  // and its description

@@ -355,6 +355,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"no bucket", "s3:///prefix", "no bucket"},
 		{"unknown parameter", "s3://b?endpiont=http://x", "endpiont"},
 		{"bad path_style", "s3://b?path_style=maybe", "path_style"},
+		{"bad versioning", "s3://b?versioning=yes", `versioning="yes": want auto, on or off`},
 		{"bad endpoint", "s3://b?endpoint=localhost:9000", "localhost:9000"},
 		{"bad prefix", "s3://b/a/../c", "prefix"},
 		{"user info", "s3://key:secret@b/p", "user information"},

@@ -1,0 +1,252 @@
+package minio
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sync/atomic"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/commitptr/commitptr/internal/versions"
+	"github.com/commitptr/commitptr/store"
+)
+
+// versioning remembers whether the bucket keeps versions. The lock is a
+// channel so that a caller whose context ends stops waiting for another's
+// question.
+type versioning struct {
+	lock     chan struct{}
+	state    store.Versioning // VersioningAuto until known
+	declared bool             // state was given in Options
+	// keeps is set when a write was answered with a version id: the
+	// bucket keeps versions, whatever was declared.
+	keeps atomic.Bool
+}
+
+func newVersioning(declared store.Versioning) *versioning {
+	return &versioning{lock: make(chan struct{}, 1), state: declared, declared: declared != store.VersioningAuto}
+}
+
+// plainDeleted tells the tracker in ctx that a plain delete freed nothing
+// on a bucket that keeps versions, though it was declared not to: it only
+// added delete markers.
+func (v *versioning) plainDeleted(ctx context.Context) {
+	if v.keeps.Load() {
+		store.AddFreed(ctx, store.Freed{Versioned: true})
+	}
+}
+
+// Versioning implements store.Versioner: it asks GetBucketVersioning once
+// per Store, unless Options.Versioning declared the answer or a Put was
+// answered with a version id. A bucket whose versioning was ever enabled
+// keeps versions, also while it is suspended.
+func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
+	select {
+	case s.ver.lock <- struct{}{}:
+	case <-ctx.Done():
+		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, nil, ctx.Err())
+	}
+	defer func() { <-s.ver.lock }()
+	if s.ver.state != store.VersioningAuto {
+		return s.ver.state, nil
+	}
+	cfg, err := s.client.GetBucketVersioning(ctx, s.bucket)
+	if err != nil {
+		class, cause := s.sort(err, false)
+		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, class,
+			fmt.Errorf("cannot tell whether the bucket keeps versions (grant s3:GetBucketVersioning, or declare it with versioning=on or versioning=off in the URL): %w", cause))
+	}
+	s.ver.state = store.VersioningOff
+	if cfg.Status != "" {
+		s.ver.state = store.VersioningOn
+	}
+	return s.ver.state, nil
+}
+
+// sawVersionID records that a write was answered with a version id: the
+// bucket keeps versions. "null" is the id of a write to a bucket whose
+// versioning is suspended, or to one without versioning on some servers,
+// so it proves nothing. An answer the bucket gave before (versioning
+// enabled since) gives way; a declared one stays, and the plain deletes
+// it makes report that they freed nothing.
+func (s *Store) sawVersionID(id string) {
+	if v := id; v == "" || v == "null" {
+		return
+	}
+	s.ver.keeps.Store(true)
+	select {
+	case s.ver.lock <- struct{}{}:
+		if !s.ver.declared {
+			s.ver.state = store.VersioningOn
+		}
+		<-s.ver.lock
+	default: // someone is asking the bucket; the answer will be the same
+	}
+}
+
+// versioned reports whether deletes must remove versions, for op on key.
+func (s *Store) versioned(ctx context.Context, op, key string) (bool, error) {
+	v, err := s.Versioning(ctx)
+	if err != nil {
+		return false, store.Wrap(op, key, nil, err)
+	}
+	return v == store.VersioningOn, nil
+}
+
+// deleteVersions deletes every version of keys that a listing shows, older
+// versions before the latest (see store.Versioner), and adds what it freed
+// to the tracker in ctx. With ifMatch (one key), it deletes nothing unless
+// the latest version is an object with that ETag.
+func (s *Store) deleteVersions(ctx context.Context, op string, keys []string, ifMatch string) error {
+	sorted, prefix := versions.Keys(keys)
+	if len(sorted) == 0 {
+		return nil
+	}
+	var freed store.Freed
+	defer func() { store.AddFreed(ctx, freed) }()
+	freed.Versioned = true
+	lctx, x := withExchange(ctx, "", nil)
+	plan, err := versions.Collect(sorted, s.listVersions(lctx, prefix, x))
+	freed.Requests[store.OpList] += x.requests()
+	if err != nil {
+		return s.classify(op, sorted[0], false, err)
+	}
+	if ifMatch != "" {
+		cur, ok := plan.Current(sorted[0])
+		if !ok || cur.Marker {
+			return nil // already gone
+		}
+		if cur.ETag != ifMatch {
+			return store.Wrap(op, sorted[0], store.ErrPrecondition, fmt.Errorf("the current version has ETag %q, not %q", cur.ETag, ifMatch))
+		}
+	}
+	for _, wave := range [][]versions.Version{plan.Older, plan.Latest} {
+		for _, batch := range versions.Batches(wave) {
+			dctx, x := withExchange(ctx, "", nil)
+			failed, err := s.deleteBatch(dctx, op, batch)
+			freed.Requests[store.OpDeleteMany] += x.requests()
+			f := versions.Tally(batch, failed)
+			freed.Versions += f.Versions
+			freed.Markers += f.Markers
+			freed.Bytes += f.Bytes
+			if err != nil {
+				// The latest versions stay when an older one could not
+				// be deleted: the key stays as it was.
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// listVersions lists the versions and delete markers under prefix, in key
+// order. Some servers (versitygw) list a page's delete markers after its
+// versions rather than in key order, so each page is sorted; minio-go
+// hides where a page ends, but x counts the requests it sends, and it
+// asks for the next page only once the last entry of a page is taken.
+// minio-go asks for the next page with the markers of the last one and,
+// when a server sends none, asks for the same page again; Collect sees the
+// entries come back and stops with store.ErrListingStuck.
+func (s *Store) listVersions(ctx context.Context, prefix string, x *exchange) iter.Seq2[versions.Version, error] {
+	return func(yield func(versions.Version, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var page []versions.Version
+		flush := func() bool {
+			slices.SortStableFunc(page, func(a, b versions.Version) int { return cmp.Compare(a.Key, b.Key) })
+			for _, v := range page {
+				if !yield(v, nil) {
+					return false
+				}
+			}
+			page = page[:0]
+			return true
+		}
+		at := int64(-1)
+		for o := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{
+			Prefix: prefix, Recursive: true, WithVersions: true,
+		}) {
+			if o.Err != nil {
+				yield(versions.Version{}, o.Err)
+				return
+			}
+			if n := x.requests(); n != at {
+				if !flush() {
+					return
+				}
+				at = n
+			}
+			page = append(page, versions.Version{
+				Key: o.Key, ID: o.VersionID, Latest: o.IsLatest, Marker: o.IsDeleteMarker,
+				Size: o.Size, ETag: trimETag(o.ETag),
+			})
+		}
+		flush()
+	}
+}
+
+// deleteBatch deletes the versions with one multi-object DELETE. It
+// returns the versions that are not deleted, and an error naming them. A
+// version that is already gone is not an error.
+func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Version) (map[[2]string]bool, error) {
+	objects := func(yield func(minio.ObjectInfo) bool) {
+		for _, v := range batch {
+			if !yield(minio.ObjectInfo{Key: v.Key, VersionID: v.ID}) {
+				return
+			}
+		}
+	}
+	failed := map[[2]string]bool{}
+	results, err := s.client.RemoveObjectsWithIter(ctx, s.bucket, objects, minio.RemoveObjectsOptions{})
+	if err != nil {
+		for _, v := range batch {
+			failed[[2]string{v.Key, v.ID}] = true
+		}
+		return failed, s.classify(op, batch[0].Key, false, err)
+	}
+	seen := map[[2]string]bool{}
+	var firstErr error
+	var first versions.Version
+	for r := range results {
+		id := [2]string{r.ObjectName, r.ObjectVersionID}
+		seen[id] = true
+		if r.Err == nil {
+			continue
+		}
+		failed[id] = true
+		if er, ok := errors.AsType[minio.ErrorResponse](r.Err); ok && (er.Code == minio.NoSuchKey || er.Code == "NoSuchVersion") {
+			continue // gone, but not freed here
+		}
+		if firstErr == nil {
+			firstErr, first = r.Err, versions.Version{Key: r.ObjectName, ID: r.ObjectVersionID}
+		}
+	}
+	// minio-go stops after a failed request; what it never sent is not
+	// deleted either.
+	for _, v := range batch {
+		if id := [2]string{v.Key, v.ID}; !seen[id] {
+			failed[id] = true
+			if firstErr == nil {
+				firstErr, first = fmt.Errorf("no result for it: %w", cmpErr(ctx.Err())), v
+			}
+		}
+	}
+	if firstErr == nil {
+		return failed, nil
+	}
+	class, cause := s.sort(firstErr, false)
+	return failed, store.Wrap(op, batch[0].Key, class,
+		fmt.Errorf("versions not deleted; the first failed, %s: %w", versions.Describe(first.Key, first.ID), cause))
+}
+
+// cmpErr is err, or a stand-in for a result missing without one.
+func cmpErr(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("the server did not answer for every version")
+}

@@ -1,0 +1,230 @@
+package s3
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/commitptr/commitptr/internal/versions"
+	"github.com/commitptr/commitptr/store"
+)
+
+// versioning remembers whether the bucket keeps versions. The lock is a
+// channel so that a caller whose context ends stops waiting for another's
+// question.
+type versioning struct {
+	lock     chan struct{}
+	state    store.Versioning // VersioningAuto until known
+	declared bool             // state was given in Options
+	// keeps is set when a write was answered with a version id: the
+	// bucket keeps versions, whatever was declared.
+	keeps atomic.Bool
+}
+
+func newVersioning(declared store.Versioning) *versioning {
+	return &versioning{lock: make(chan struct{}, 1), state: declared, declared: declared != store.VersioningAuto}
+}
+
+// plainDeleted tells the tracker in ctx that a plain delete freed nothing
+// on a bucket that keeps versions, though it was declared not to: it only
+// added delete markers.
+func (v *versioning) plainDeleted(ctx context.Context) {
+	if v.keeps.Load() {
+		store.AddFreed(ctx, store.Freed{Versioned: true})
+	}
+}
+
+// Versioning implements store.Versioner: it asks GetBucketVersioning once
+// per Store, unless Options.Versioning declared the answer or a Put was
+// answered with a version id. A bucket whose versioning was ever enabled
+// keeps versions, also while it is suspended.
+func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
+	select {
+	case s.ver.lock <- struct{}{}:
+	case <-ctx.Done():
+		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, nil, ctx.Err())
+	}
+	defer func() { <-s.ver.lock }()
+	if s.ver.state != store.VersioningAuto {
+		return s.ver.state, nil
+	}
+	out, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: &s.bucket})
+	if err != nil {
+		class, cause := s.sort(err, false)
+		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, class,
+			fmt.Errorf("cannot tell whether the bucket keeps versions (grant s3:GetBucketVersioning, or declare it with versioning=on or versioning=off in the URL): %w", cause))
+	}
+	s.ver.state = store.VersioningOff
+	if out.Status != "" {
+		s.ver.state = store.VersioningOn
+	}
+	return s.ver.state, nil
+}
+
+// sawVersionID records that a write was answered with a version id: the
+// bucket keeps versions. "null" is the id of a write to a bucket whose
+// versioning is suspended, or to one without versioning on some servers,
+// so it proves nothing. An answer the bucket gave before (versioning
+// enabled since) gives way; a declared one stays, and the plain deletes
+// it makes report that they freed nothing.
+func (s *Store) sawVersionID(id *string) {
+	if v := aws.ToString(id); v == "" || v == "null" {
+		return
+	}
+	s.ver.keeps.Store(true)
+	select {
+	case s.ver.lock <- struct{}{}:
+		if !s.ver.declared {
+			s.ver.state = store.VersioningOn
+		}
+		<-s.ver.lock
+	default: // someone is asking the bucket; the answer will be the same
+	}
+}
+
+// versioned reports whether deletes must remove versions, for op on key.
+func (s *Store) versioned(ctx context.Context, op, key string) (bool, error) {
+	v, err := s.Versioning(ctx)
+	if err != nil {
+		return false, store.Wrap(op, key, nil, err)
+	}
+	return v == store.VersioningOn, nil
+}
+
+// deleteVersions deletes every version of keys that a listing shows, older
+// versions before the latest (see store.Versioner), and adds what it freed
+// to the tracker in ctx. With ifMatch (one key), it deletes nothing unless
+// the latest version is an object with that ETag.
+func (s *Store) deleteVersions(ctx context.Context, op string, keys []string, ifMatch string) error {
+	sorted, prefix := versions.Keys(keys)
+	if len(sorted) == 0 {
+		return nil
+	}
+	var freed store.Freed
+	defer func() { store.AddFreed(ctx, freed) }()
+	freed.Versioned = true
+	plan, err := versions.Collect(sorted, s.listVersions(ctx, prefix, &freed.Requests))
+	if err != nil {
+		return s.classify(op, sorted[0], false, err)
+	}
+	if ifMatch != "" {
+		cur, ok := plan.Current(sorted[0])
+		if !ok || cur.Marker {
+			return nil // already gone
+		}
+		if cur.ETag != ifMatch {
+			return store.Wrap(op, sorted[0], store.ErrPrecondition, fmt.Errorf("the current version has ETag %q, not %q", cur.ETag, ifMatch))
+		}
+	}
+	for _, wave := range [][]versions.Version{plan.Older, plan.Latest} {
+		for _, batch := range versions.Batches(wave) {
+			failed, err := s.deleteBatch(ctx, op, batch, &freed.Requests)
+			f := versions.Tally(batch, failed)
+			freed.Versions += f.Versions
+			freed.Markers += f.Markers
+			freed.Bytes += f.Bytes
+			if err != nil {
+				// The latest versions stay when an older one could not
+				// be deleted: the key stays as it was.
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// listVersions lists the versions and delete markers under prefix, in key
+// order. A truncated page whose markers do not advance fails with
+// store.ErrListingStuck.
+func (s *Store) listVersions(ctx context.Context, prefix string, counts *store.Counts) iter.Seq2[versions.Version, error] {
+	return func(yield func(versions.Version, error) bool) {
+		in := &awss3.ListObjectVersionsInput{Bucket: &s.bucket, Prefix: optString(prefix)}
+		for {
+			counts[store.OpList]++
+			out, err := s.client.ListObjectVersions(ctx, in)
+			if err != nil {
+				yield(versions.Version{}, err)
+				return
+			}
+			var page []versions.Version
+			for _, v := range out.Versions {
+				page = append(page, versions.Version{
+					Key: aws.ToString(v.Key), ID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest),
+					Size: sizeOf(v.Size), ETag: trimETag(v.ETag),
+				})
+			}
+			for _, m := range out.DeleteMarkers {
+				page = append(page, versions.Version{
+					Key: aws.ToString(m.Key), ID: aws.ToString(m.VersionId), Latest: aws.ToBool(m.IsLatest), Marker: true,
+				})
+			}
+			// The SDK returns versions and markers apart; in key order again.
+			slices.SortStableFunc(page, func(a, b versions.Version) int { return cmp.Compare(a.Key, b.Key) })
+			for _, v := range page {
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if !aws.ToBool(out.IsTruncated) {
+				return
+			}
+			next, nextID := aws.ToString(out.NextKeyMarker), aws.ToString(out.NextVersionIdMarker)
+			if next == "" || (next == aws.ToString(in.KeyMarker) && nextID == aws.ToString(in.VersionIdMarker)) {
+				yield(versions.Version{}, fmt.Errorf("%w: a truncated page of versions under %q at key marker %q ends with key marker %q, version marker %q",
+					store.ErrListingStuck, prefix, aws.ToString(in.KeyMarker), next, nextID))
+				return
+			}
+			in.KeyMarker, in.VersionIdMarker = &next, optString(nextID)
+		}
+	}
+}
+
+// deleteBatch deletes the versions with one DeleteObjects request. It
+// returns the versions that are not deleted, and an error naming them.
+// A version that is already gone is not an error.
+func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Version, counts *store.Counts) (map[[2]string]bool, error) {
+	ids := make([]types.ObjectIdentifier, len(batch))
+	for i, v := range batch {
+		ids[i] = types.ObjectIdentifier{Key: aws.String(v.Key), VersionId: optString(v.ID)}
+	}
+	counts[store.OpDeleteMany]++
+	out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
+		Bucket: &s.bucket,
+		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+	})
+	failed := map[[2]string]bool{}
+	if err != nil {
+		for _, v := range batch {
+			failed[[2]string{v.Key, v.ID}] = true
+		}
+		class, cause := s.sort(err, false)
+		return failed, store.Wrap(op, batch[0].Key, class, fmt.Errorf("%d versions not deleted, from %s: %w", len(batch), versions.Describe(batch[0].Key, batch[0].ID), cause))
+	}
+	var firstClass error
+	var first string
+	for _, e := range out.Errors {
+		code := aws.ToString(e.Code)
+		class := store.ClassOfS3(code, 0, false)
+		if class == store.ErrNotExist || code == "NoSuchVersion" {
+			failed[[2]string{aws.ToString(e.Key), aws.ToString(e.VersionId)}] = true // gone, but not freed here
+			continue
+		}
+		if first == "" {
+			firstClass = class
+			first = fmt.Sprintf("%s: %s: %s", versions.Describe(aws.ToString(e.Key), aws.ToString(e.VersionId)), code, aws.ToString(e.Message))
+		}
+		failed[[2]string{aws.ToString(e.Key), aws.ToString(e.VersionId)}] = true
+	}
+	if first != "" {
+		return failed, store.Wrap(op, batch[0].Key, firstClass, errors.New("versions not deleted; the first failed with "+first))
+	}
+	return failed, nil
+}
