@@ -29,7 +29,10 @@ type Report struct {
 	// Planned is the number of generation objects the plan deletes;
 	// ObjectsDeleted and BytesDeleted count those actually deleted (in a
 	// dry run, those that would be).
-	Planned        int   `json:"planned"`
+	Planned int `json:"planned"`
+	// Left counts the objects to collect that this run left for the next
+	// because of Options.MaxDelete or Options.Budget.
+	Left           int   `json:"left,omitempty"`
 	ObjectsDeleted int   `json:"objects_deleted"`
 	BytesDeleted   int64 `json:"bytes_deleted"`
 	// PinsDropped counts expired pins deleted, EpochsDropped old lease
@@ -111,6 +114,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		ew.printf("expired pins to drop: %d\n", r.PinsDropped)
 	} else {
 		ew.printf("\nobjects deleted: %d of %d planned, %s\n", r.ObjectsDeleted, r.Planned, FormatBytes(r.BytesDeleted))
+		if r.Left > 0 {
+			ew.printf("left for the next run: %d objects\n", r.Left)
+		}
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
 		if r.Leftovers.Count > 0 {
 			ew.printf("leftovers of interrupted writes removed: %d, %s\n", r.Leftovers.Count, FormatBytes(r.Leftovers.Bytes))
