@@ -46,10 +46,10 @@
 //     would delete.
 //  7. Delete the unmarked keys of the candidates with DeleteMany, at most
 //     1000 keys per request, renewing the lease before every request. The
-//     requests go in two waves: first the data objects of every candidate,
-//     8 requests at a time, then, once all of those have succeeded, the
-//     manifests, one request at a time, oldest chain generation first,
-//     then the orphans' (see "Order of deletes"). With Options.MaxDelete a
+//     requests go in two waves, 8 requests at a time: first the data
+//     objects of every candidate, then, once all of those have succeeded,
+//     the manifests, oldest chain generation first, then the orphans'
+//     (see "Order of deletes"). With Options.MaxDelete a
 //     run deletes at most that many objects, oldest garbage first; with
 //     Options.Budget it sends no more deletes once that much time has
 //     passed since it started. Either way it reports what it left
@@ -111,18 +111,22 @@
 //     the pointer. Data left behind a deleted manifest are no longer in
 //     the chain: they wait for OrphanAge (a day by default) and are then
 //     collected as an orphan.
-//   - A chain generation's manifest goes after the manifests of all older
-//     chain generations. The walk stops at the first missing manifest; an
-//     older generation beyond that gap would likewise wait for OrphanAge.
 //   - Data objects need no order among themselves, across generations or
 //     against orphans: while their manifests are all there, any subset of
 //     them can be gone and the next run still plans the rest. So they are
 //     deleted by several requests at once, which is most of the work.
-//
-// The one-by-one order of manifests costs one request per 1000
-// generations. Within one DeleteMany the store may apply keys in any
-// order; a partly failed request can leave a gap, which only delays the
-// generations beyond it until OrphanAge.
+//   - Chain manifests are better deleted oldest first: the walk stops at
+//     the first missing manifest, and an older generation beyond that gap
+//     would likewise wait for OrphanAge. Their requests start oldest
+//     first, so a run stopped by MaxDelete or Budget leaves no gap (it
+//     starts no new request and lets those in flight finish). They run
+//     several at once all the same, because on a store that removes a
+//     generation's directory with its last object (versitygw's POSIX
+//     backend) a manifest costs ten times a data object to delete. A crash
+//     or a failed request in that wave, like a partly failed request
+//     (the store may apply the keys of one DeleteMany in any order), can
+//     leave a gap; the generations beyond it have lost their data already
+//     and only their manifests wait for OrphanAge.
 //
 // The grace runs from the Last-Modified of the successor's manifest, which
 // is written a moment before the pointer moves to it, so a reader that

@@ -190,16 +190,18 @@ func (p *plan) limit(max int) {
 const deleteParallel = 8
 
 // sweep deletes the plan's objects in two waves of DeleteMany requests of
-// up to store.MaxDeleteBatch keys, renewing the lease before each
-// request. First the data objects of every generation, deleteParallel
-// requests at a time: no order among them matters, since the manifests
-// that name them are all still there, so a run that stops at any point
-// leaves every generation findable as before. Then, once every data
-// request has succeeded, the manifests, one request at a time, oldest
-// chain generation first, then the orphans': a chain generation's
-// manifest goes only after its data and after the manifests of every
-// older generation, so that the chain stays walkable from the pointer to
-// whatever is left (see the package documentation, Guarantees).
+// up to store.MaxDeleteBatch keys, deleteParallel requests at a time,
+// renewing the lease before each request. First the data objects of every
+// generation: no order among them matters, since the manifests that name
+// them are all still there, so a run that stops at any point leaves every
+// generation findable as before. Then, once every data request has
+// succeeded, the manifests, oldest chain generation first, then the
+// orphans'. Requests start in that order, so a run stopped by its budget
+// leaves the chain walkable from the pointer to whatever is left; one
+// stopped by a failed request or a crash may leave a gap among the
+// manifests, which only delays the generations beyond it, whose data are
+// gone already, until the orphan age (see the package documentation,
+// "Order of deletes").
 func (r *runner) sweep(ctx context.Context, p *plan) error {
 	var data, manifests []store.Object
 	for _, v := range p.victims {
@@ -214,7 +216,7 @@ func (r *runner) sweep(ctx context.Context, p *plan) error {
 	}
 	err := w.run(ctx, data, deleteParallel)
 	if err == nil && !w.stopped {
-		err = w.run(ctx, manifests, 1)
+		err = w.run(ctx, manifests, deleteParallel)
 	}
 	r.rep.Left = p.left + w.total - r.rep.ObjectsDeleted
 	if err != nil {
