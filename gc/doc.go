@@ -79,11 +79,12 @@
 //     only when it reaches the limit plus one second.
 //   - Runs are idempotent, and a crash or an error at any point leaves a
 //     state that the next run completes: the horizon is published before
-//     any orphan is deleted, and each manifest is deleted only after its
-//     generation's data objects and the manifests of every older chain
-//     generation, so that the chain stays walkable from the pointer and a
-//     half-deleted generation is found again. A run stopped by MaxDelete or
-//     Budget leaves the same kind of state.
+//     any orphan is deleted, and manifests are deleted only after every
+//     data object the run deletes, oldest first, so that the chain stays
+//     walkable from the pointer and a half-deleted generation is found
+//     again (see "Order of deletes" for what a crash in the middle of the
+//     manifests leaves). A run stopped by MaxDelete or Budget leaves the
+//     same kind of state.
 //   - Only one collector works at a time. A collector that cannot renew its
 //     lease stops before its next request that deletes anything.
 //   - A collector that lost its lease changes nothing once the new holder
