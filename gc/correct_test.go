@@ -276,3 +276,25 @@ func TestBudget(t *testing.T) {
 	assert.Zero(t, rep.Left)
 	assert.Equal(t, referenced(t, d, 2), keysUnder(t, s, generation.Dir))
 }
+
+// TestHorizonReadBackRetried: the horizon CAS lands but its response is
+// lost, and the first read of the pointer that should settle it fails as
+// well. The read is tried again, finds the write, and the run goes on
+// instead of failing (seen in the soak, with faults on).
+func TestHorizonReadBackRetried(t *testing.T) {
+	ctx := context.Background()
+	s := storeFor(t)
+	d := dataset(s)
+	publish(t, d, false, files(2, "one"))
+	orphan := stage(t, d, 2)
+	fs := faultstore.New(s)
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1})
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+		fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before, Times: 1})
+	}})
+	rep, err := gc.Run(ctx, fs, strict())
+	require.NoError(t, err)
+	assert.Equal(t, []string{orphan.Generation()}, genIDs(rep.Orphans))
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(orphan.Generation())))
+	requireComplete(t, d)
+}

@@ -103,7 +103,7 @@ func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag stri
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	got, _, rerr := pointer.Read(rctx, r.s)
+	got, rerr := r.readPointerRetrying(rctx)
 	switch {
 	case rerr != nil:
 		return false, fmt.Errorf("gc: %s: %w (and reading %s back failed: %v)", what, werr, pointer.Key, rerr)
@@ -188,6 +188,26 @@ func (p *plan) limit(max int) {
 // deleteParallel is how many delete requests for data objects are in
 // flight at once.
 const deleteParallel = 8
+
+// readPointerRetrying reads the pointer to settle a pointer write that
+// failed, trying up to four times on failures a retry may cure: one lost
+// response must not leave the write unknown and fail the run.
+func (r *runner) readPointerRetrying(ctx context.Context) (*pointer.Pointer, error) {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if serr := ctxtime.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+				return nil, err
+			}
+		}
+		var got *pointer.Pointer
+		got, _, err = pointer.Read(ctx, r.s)
+		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, store.ErrAccess) || errors.Is(err, pointer.ErrCorrupt) {
+			return got, err
+		}
+	}
+	return nil, err
+}
 
 // sweep deletes the plan's objects in two waves of DeleteMany requests of
 // up to store.MaxDeleteBatch keys, deleteParallel requests at a time,
