@@ -32,7 +32,7 @@ const maxCorrections = 16
 // returns false, and no error, when the chain does not lead back to the
 // plan's pointer: then the caller plans again.
 func (r *runner) correct(ctx context.Context, p *plan) (bool, error) {
-	ptr, attrs, err := pointer.Read(ctx, r.s)
+	ptr, attrs, err := r.readPointer(ctx)
 	if err != nil {
 		return false, refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
 	}

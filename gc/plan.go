@@ -153,7 +153,7 @@ func refuse(err error) error {
 // plan reads the pointer, the chain, the pins and the listing, and decides
 // what to keep and what to delete. It writes nothing.
 func (r *runner) plan(ctx context.Context) (*plan, error) {
-	ptr, attrs, err := pointer.Read(ctx, r.s)
+	ptr, attrs, err := r.readPointer(ctx)
 	if errors.Is(err, store.ErrNotExist) {
 		return &plan{}, nil
 	}

@@ -62,7 +62,7 @@ func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 // the CAS makes it read and try again, at most maxPlans times.
 func (r *runner) register(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
-		ptr, attrs, err := pointer.Read(ctx, r.s)
+		ptr, attrs, err := r.readPointer(ctx)
 		if errors.Is(err, store.ErrNotExist) {
 			return nil
 		}
@@ -103,7 +103,7 @@ func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag stri
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	got, rerr := r.readPointerRetrying(rctx)
+	got, _, rerr := r.readPointer(rctx)
 	switch {
 	case rerr != nil:
 		return false, fmt.Errorf("gc: %s: %w (and reading %s back failed: %v)", what, werr, pointer.Key, rerr)
@@ -189,24 +189,25 @@ func (p *plan) limit(max int) {
 // flight at once.
 const deleteParallel = 8
 
-// readPointerRetrying reads the pointer to settle a pointer write that
-// failed, trying up to four times on failures a retry may cure: one lost
-// response must not leave the write unknown and fail the run.
-func (r *runner) readPointerRetrying(ctx context.Context) (*pointer.Pointer, error) {
+// readPointer reads the pointer, trying up to four times on failures a
+// retry may cure: one lost response must not fail a run, nor leave a
+// pointer write unknown that a second read settles.
+func (r *runner) readPointer(ctx context.Context) (*pointer.Pointer, store.Attrs, error) {
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {
 			if serr := ctxtime.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
-				return nil, err
+				return nil, store.Attrs{}, err
 			}
 		}
 		var got *pointer.Pointer
-		got, _, err = pointer.Read(ctx, r.s)
+		var attrs store.Attrs
+		got, attrs, err = pointer.Read(ctx, r.s)
 		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, store.ErrAccess) || errors.Is(err, pointer.ErrCorrupt) {
-			return got, err
+			return got, attrs, err
 		}
 	}
-	return nil, err
+	return nil, store.Attrs{}, err
 }
 
 // sweep deletes the plan's objects in two waves of DeleteMany requests of
