@@ -29,12 +29,12 @@ type Report struct {
 	// Planned is the number of generation objects the plan deletes;
 	// ObjectsDeleted and BytesDeleted count those actually deleted (in a
 	// dry run, those that would be).
-	Planned int `json:"planned"`
-	// Left counts the objects to collect that this run left for the next
-	// because of Options.MaxDelete or Options.Budget.
-	Left           int   `json:"left,omitempty"`
+	Planned        int   `json:"planned"`
 	ObjectsDeleted int   `json:"objects_deleted"`
 	BytesDeleted   int64 `json:"bytes_deleted"`
+	// Left counts the objects to collect that this run left for the next
+	// because of Options.MaxDelete or Options.Budget.
+	Left int `json:"left,omitempty"`
 	// PinsDropped counts expired pins deleted, EpochsDropped old lease
 	// epochs.
 	PinsDropped   int `json:"pins_dropped"`
