@@ -51,12 +51,12 @@ func TestCostGrowsWithGarbage(t *testing.T) {
 	// kept + 5 garbage) manifests + 1 for the collected link that ends
 	// the walk + 1 lease read.
 	assert.EqualValues(t, 2+8+1+1, long[store.OpGet])
-	assert.EqualValues(t, 1, long[store.OpDeleteMany])
+	assert.EqualValues(t, 2, long[store.OpDeleteMany], "one for the data, then one for the manifests")
 
 	more := cost(50, 40)
 	t.Logf("with 40 garbage generations: %s", more)
 	assert.EqualValues(t, 2+43+1+1, more[store.OpGet], "one GET per garbage manifest")
-	assert.EqualValues(t, 1, more[store.OpDeleteMany])
+	assert.EqualValues(t, 2, more[store.OpDeleteMany])
 }
 
 // BenchmarkCollect measures one collection of a history of generations of

@@ -30,12 +30,30 @@
 //     generations, publish in the same way the pointer's gc_floor: the
 //     lowest seq still retained as a window from the current generation,
 //     so that no rollback can commit a reference to a generation being
-//     removed. If a commit lands meanwhile, the CAS fails and the
-//     collector plans again. The CAS carries the token registered in
-//     step 1.
+//     removed. The CAS carries the token registered in step 1. If a
+//     commit lands meanwhile, the CAS fails. The horizon and floor only
+//     move forward and say nothing about what a commit contains, so the
+//     collector does not plan again: it reads the pointer (stopping with
+//     lease.ErrLost if it registers a higher lease token), reads the
+//     manifests of the generations committed since its plan (verifying
+//     each link), keeps them and every key they reference, and sends the
+//     CAS again at once, against the pointer it just read. A commit must
+//     then land within one round trip to make it fail again. After 16
+//     such corrections, or when the new pointer does not lead back to the
+//     plan's, it plans again from scratch. After a CAS that succeeded it
+//     lists the pins and tags again (a reader may have pinned what it
+//     deletes in between) and plans again if one names a generation it
+//     would delete.
 //  7. Delete the unmarked keys of the candidates with DeleteMany, at most
-//     1000 keys per request, each generation's manifest after its data
-//     objects, renewing the lease before every request.
+//     1000 keys per request, renewing the lease before every request. The
+//     requests go in two waves, 8 requests at a time: first the data
+//     objects of every candidate, then, once all of those have succeeded,
+//     the manifests, oldest chain generation first, then the orphans'
+//     (see "Order of deletes"). With Options.MaxDelete a
+//     run deletes at most that many objects, oldest garbage first; with
+//     Options.Budget it sends no more deletes once that much time has
+//     passed since it started. Either way it reports what it left
+//     (Report.Left), and the next run continues from there.
 //  8. Drop expired pins, and lease epochs that ended long ago (see
 //     MinEpochAge).
 //  9. Ask the driver to remove the leftovers of writes interrupted more
@@ -61,9 +79,12 @@
 //     only when it reaches the limit plus one second.
 //   - Runs are idempotent, and a crash or an error at any point leaves a
 //     state that the next run completes: the horizon is published before
-//     any orphan is deleted, and generations are deleted oldest first with
-//     each manifest after its data, so that the chain stays walkable from
-//     the pointer and a half-deleted generation is found again.
+//     any orphan is deleted, and manifests are deleted only after every
+//     data object the run deletes, oldest first, so that the chain stays
+//     walkable from the pointer and a half-deleted generation is found
+//     again (see "Order of deletes" for what a crash in the middle of the
+//     manifests leaves). A run stopped by MaxDelete or Budget leaves the
+//     same kind of state.
 //   - Only one collector works at a time. A collector that cannot renew its
 //     lease stops before its next request that deletes anything.
 //   - A collector that lost its lease changes nothing once the new holder
@@ -75,6 +96,38 @@
 //     it then counts as made before the takeover (the new holder plans
 //     from it), and it only moves the horizon and floor forward.
 //   - A dry run writes nothing but its own lease.
+//
+// # Order of deletes
+//
+// Safety (I1, I4) does not depend on the order of deletes at all: every
+// key deleted is unmarked by every retained generation, and the floor and
+// horizon published before the first delete keep rollbacks, pins and
+// stalled writers from reaching a deleted generation. What the order
+// decides is whether a run that stops anywhere (a crash, a lost lease, a
+// failed request, MaxDelete, Budget) leaves garbage that the next run
+// finds as the same garbage:
+//
+//   - A manifest goes after the data objects it names. The next run finds
+//     a chain generation through its manifest, by walking the chain from
+//     the pointer. Data left behind a deleted manifest are no longer in
+//     the chain: they wait for OrphanAge (a day by default) and are then
+//     collected as an orphan.
+//   - Data objects need no order among themselves, across generations or
+//     against orphans: while their manifests are all there, any subset of
+//     them can be gone and the next run still plans the rest. So they are
+//     deleted by several requests at once, which is most of the work.
+//   - Chain manifests are better deleted oldest first: the walk stops at
+//     the first missing manifest, and an older generation beyond that gap
+//     would likewise wait for OrphanAge. Their requests start oldest
+//     first, so a run stopped by MaxDelete or Budget leaves no gap (it
+//     starts no new request and lets those in flight finish). They run
+//     several at once all the same, because on a store that removes a
+//     generation's directory with its last object (versitygw's POSIX
+//     backend) a manifest costs ten times a data object to delete. A crash
+//     or a failed request in that wave, like a partly failed request
+//     (the store may apply the keys of one DeleteMany in any order), can
+//     leave a gap; the generations beyond it have lost their data already
+//     and only their manifests wait for OrphanAge.
 //
 // The grace runs from the Last-Modified of the successor's manifest, which
 // is written a moment before the pointer moves to it, so a reader that
@@ -95,9 +148,10 @@
 //     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
 //     manifest it needs is unreadable or corrupt; nothing was deleted;
 //   - an error matching ErrBusy when commits landed between its reading of
-//     the pointer and its compare-and-swap in every one of 8 plans, or of
-//     8 registrations of its lease token (on a dataset that commits many
-//     times a second); nothing was deleted;
+//     the pointer and its compare-and-swap in every one of 8 plans (each
+//     corrected up to 16 times, see step 6), or of 8 registrations of its
+//     lease token (on a dataset that commits many times a second);
+//     nothing was deleted;
 //   - an error matching lease.ErrLost when the lease was lost mid-run, or
 //     when the pointer registers a collection with a higher lease token;
 //     the collection stopped before its next delete request;
@@ -123,12 +177,16 @@
 // present along the chain (the retained window plus the garbage, plus one
 // for the first collected link), one GET per pinned generation outside the
 // chain and per orphan that got as far as its manifest, one LIST page per
-// 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted keys,
-// and a lease PUT before each of them, plus one pointer GET and PUT to
+// 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted data
+// objects and one per 1000 deleted manifests (so two for a small
+// collection), and a lease PUT before each of them, plus one pointer GET and PUT to
 // register the lease token (every run but a dry run, even one that
 // deletes nothing) and one pointer PUT (horizon and floor) before the
 // first delete when either moves; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not
-// with the length of history. The manifest GETs run 16 at a time.
+// with the length of history. The manifest GETs run 16 at a time, the
+// DeleteMany requests for data 8 at a time. A horizon CAS that a commit
+// beats costs one pointer GET, one GET per generation committed since,
+// and the CAS again.
 package gc

@@ -33,5 +33,5 @@ func ExampleRun() {
 	fmt.Printf("kept %d generations, deleted %d: %d objects in %d delete request(s)\n",
 		len(rep.Kept), len(rep.Deleted), rep.ObjectsDeleted, rep.Requests[store.OpDeleteMany])
 	// Output:
-	// kept 2 generations, deleted 3: 6 objects in 1 delete request(s)
+	// kept 2 generations, deleted 3: 6 objects in 2 delete request(s)
 }

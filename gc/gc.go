@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
@@ -96,7 +96,18 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, if set, is called after every delete request with the
 	// number of generation objects deleted so far and the number planned.
+	// Calls do not overlap, though delete requests do.
 	Progress func(deleted, total int)
+	// MaxDelete, if positive, bounds the generation objects one run
+	// deletes: it collects the oldest garbage first and leaves the rest
+	// (Report.Left) to the next run, in a state that run continues from.
+	MaxDelete int
+	// Budget, if positive, bounds how long a run sends delete requests:
+	// once Budget has passed since Run started, it sends no more and
+	// leaves what remains (Report.Left) to the next run. Requests in
+	// flight finish, and the run still drops expired pins, old lease
+	// epochs and leftovers, so it may end somewhat later.
+	Budget time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -134,6 +145,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 func Run(ctx context.Context, s store.Store, opts Options) (*Report, error) {
 	counted := store.Count(s)
 	r := &runner{
+		start:     time.Now(),
 		s:         counted,
 		o:         opts.withDefaults(),
 		rep:       &Report{DryRun: opts.DryRun},
@@ -150,6 +162,7 @@ func Run(ctx context.Context, s store.Store, opts Options) (*Report, error) {
 
 // runner holds the state of one collection.
 type runner struct {
+	start time.Time // when Run was called, for Options.Budget
 	s     store.Store
 	o     Options
 	log   *slog.Logger
@@ -167,8 +180,10 @@ type runner struct {
 	pinsAt time.Time
 	// tagged counts the tags per generation, read with pins.
 	tagged map[string]int
-	// renewed is when the lease was last renewed (monotonic), for refresh.
-	renewed time.Time
+	// renewed is when the lease was last renewed (monotonic), for
+	// refresh; the sweep renews from several goroutines.
+	renewedMu sync.Mutex
+	renewed   time.Time
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
@@ -214,7 +229,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		if r.o.DryRun || !p.needHorizon {
 			// Without a CAS there is no check of the pins after it: a
 			// plan that reused an earlier pin listing looks again.
-			if !r.o.DryRun && p.reusedPins && len(p.deleted)+len(p.orphans) > 0 {
+			if !r.o.DryRun && p.reusedPins && len(p.victims) > 0 {
 				if newPin, err := r.newPinOnCandidate(ctx, p); err != nil {
 					return err
 				} else if newPin {
@@ -223,10 +238,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			}
 			break
 		}
-		if err := r.renew(ctx, "publishing the horizon"); err != nil {
-			return err
-		}
-		ok, err := r.publishHorizon(ctx, p)
+		ok, err := r.publish(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -235,7 +247,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			// must be honoured: plan again (the floor is published now, so
 			// the next plan breaks out at once). Pins written after the
 			// CAS check the floor themselves (commit.Snapshot.Pin).
-			if len(p.deleted)+len(p.orphans) > 0 {
+			if len(p.victims) > 0 {
 				if newPin, err := r.newPinOnCandidate(ctx, p); err != nil {
 					return err
 				} else if newPin {
@@ -252,6 +264,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	p.limit(r.o.MaxDelete)
 	p.fill(r.rep)
 	if r.o.DryRun {
 		return nil
@@ -274,7 +287,9 @@ func (r *runner) renew(ctx context.Context, before string) error {
 	if err := r.lease.Renew(ctx); err != nil {
 		return fmt.Errorf("gc: renew lease %q: stopped before %s: %w", LeaseName, before, err)
 	}
+	r.renewedMu.Lock()
 	r.renewed = time.Now()
+	r.renewedMu.Unlock()
 	return nil
 }
 
@@ -296,7 +311,10 @@ func (r *runner) fenced(ptr *pointer.Pointer) error {
 // last renewal, so that a long read phase (a deep history, a large
 // listing) does not outlive it. It is called between reads.
 func (r *runner) refresh(ctx context.Context, during string) error {
-	if r.lease == nil || time.Since(r.renewed) < r.lease.TTL()/3 {
+	r.renewedMu.Lock()
+	since := time.Since(r.renewed)
+	r.renewedMu.Unlock()
+	if r.lease == nil || since < r.lease.TTL()/3 {
 		return nil
 	}
 	return r.renew(ctx, "continuing "+during)
@@ -311,9 +329,9 @@ func (r *runner) newPinOnCandidate(ctx context.Context, p *plan) (bool, error) {
 	if err != nil {
 		return false, refuse(err)
 	}
-	for _, g := range slices.Concat(p.deleted, p.orphans) {
-		if pinned[g.Generation] > 0 {
-			r.log.Info("gc: a pin appeared on a generation planned for deletion; planning again", "generation", g.Generation)
+	for _, v := range p.victims {
+		if pinned[v.info.Generation] > 0 {
+			r.log.Info("gc: a pin appeared on a generation planned for deletion; planning again", "generation", v.info.Generation)
 			return true, nil
 		}
 	}

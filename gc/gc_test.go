@@ -53,7 +53,7 @@ func TestCollectsSuperseded(t *testing.T) {
 		assert.Equal(t, []uint64{5, 4}, []uint64{rep.Kept[0].Seq, rep.Kept[1].Seq})
 		assert.Equal(t, "current", rep.Kept[0].Reason)
 		assert.Equal(t, want, keysUnder(t, s, generation.Dir))
-		assert.EqualValues(t, 1, rep.Requests[store.OpDeleteMany])
+		assert.EqualValues(t, 2, rep.Requests[store.OpDeleteMany], "the data, then the manifests")
 		requireComplete(t, d)
 
 		// The parent is still readable; history ends with ErrCollected.
@@ -407,14 +407,18 @@ func seedBig(t *testing.T, s store.Store, n int) (d *commit.Dataset, big string)
 }
 
 // TestLeaseTakenOver: a collector whose lease is taken over between two
-// delete batches stops before the second; the new holder finishes.
+// delete requests stops before the second; the new holder finishes.
 //
-// The collector stalls in its progress callback after the first batch, as
-// a paused process would, until the lease expires by the store's clock
-// and another collector takes it over. On mem that clock is moved by
-// hand. The other drivers wait out a TTL derived from how long a dry run
-// of the same collection took, so that a loaded machine does not lose
-// the lease before the first batch.
+// The garbage is one generation of 999 data objects and its manifest:
+// one request for the data, then one for the manifest, which is sent only
+// once the data are gone. The collector stalls in its progress callback
+// after the first request, as a paused process would, until the lease
+// expires by the store's clock and another collector takes it over. On
+// mem that clock is moved by hand. The other drivers wait out a TTL
+// derived from how long a dry run of the same collection took, so that a
+// loaded machine does not lose the lease before the first request. The
+// manifest must survive: a collector that deleted it early, with its data
+// or before them, fails here.
 func TestLeaseTakenOver(t *testing.T) {
 	thief := func(s store.Store) (*lease.Lease, error) {
 		return lease.TryAcquire(context.Background(), s, gc.LeaseName, lease.Options{TTL: time.Minute, Owner: "thief"})
@@ -457,12 +461,12 @@ func TestLeaseTakenOver(t *testing.T) {
 
 // leaseTakenOver seeds s and runs a collector with lease TTL ttl, or with
 // one derived from a dry run of the same collection if ttl is 0. After
-// its first delete batch takeOver must return the lease of another
-// collector. The collector must stop before its second batch, and a run
+// its first delete request takeOver must return the lease of another
+// collector. The collector must stop before its second request, and a run
 // after the thief's finishes the collection.
 func leaseTakenOver(t *testing.T, s store.Store, ttl time.Duration, takeOver func(ttl time.Duration) *lease.Lease) {
 	ctx := context.Background()
-	d, big := seedBig(t, s, 1001)
+	d, big := seedBig(t, s, 999)
 	if ttl == 0 {
 		dry := strict()
 		dry.DryRun = true
@@ -474,23 +478,23 @@ func leaseTakenOver(t *testing.T, s store.Store, ttl time.Duration, takeOver fun
 		t.Logf("a dry run took %s: lease TTL %s", took, ttl)
 	}
 	var thief *lease.Lease
+	calls := 0
 	opts := strict()
 	opts.LeaseTTL = ttl
 	opts.Progress = func(deleted, total int) {
-		if thief == nil {
+		if calls++; calls == 1 {
 			thief = takeOver(ttl)
 		}
 	}
 	rep, err := gc.Run(ctx, s, opts)
+	require.NotNil(t, thief, "the first delete request was made")
 	require.ErrorIs(t, err, lease.ErrLost)
-	require.NotNil(t, thief)
 	assert.Contains(t, err.Error(), "delete batch 2")
-	assert.Equal(t, 1000, rep.ObjectsDeleted)
-	assert.Equal(t, 1002, rep.Planned)
+	assert.Equal(t, 999, rep.ObjectsDeleted)
+	assert.Equal(t, 1000, rep.Planned)
 	assert.EqualValues(t, 1, rep.Requests[store.OpDeleteMany])
 	left := keysUnder(t, s, generation.Prefix(big))
-	assert.Len(t, left, 2)
-	assert.True(t, left[generation.ManifestKey(big)], "the manifest goes last")
+	assert.Equal(t, map[string]bool{generation.ManifestKey(big): true}, left, "the manifest goes last")
 
 	// While the thief holds the lease nobody collects.
 	_, err = gc.Run(ctx, s, strict())
@@ -498,41 +502,52 @@ func leaseTakenOver(t *testing.T, s store.Store, ttl time.Duration, takeOver fun
 	require.NoError(t, thief.Release(ctx))
 	rep, err = gc.Run(ctx, s, strict())
 	require.NoError(t, err)
-	assert.Equal(t, 2, rep.ObjectsDeleted)
+	assert.Equal(t, 1, rep.ObjectsDeleted)
 	assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
 	requireComplete(t, d)
 }
 
-// TestCrashBetweenBatches: a failure between delete batches leaves a state
-// that the next run completes, ending where an uninterrupted run would.
+// TestCrashBetweenBatches: a failure of a delete request leaves a state
+// that the next run completes, ending where an uninterrupted run would:
+// a data request fails (the manifest is then never sent), or the
+// manifest's request fails after all the data are gone.
 func TestCrashBetweenBatches(t *testing.T) {
-	eachStore(t, true, func(t *testing.T, s store.Store) {
-		ctx := context.Background()
-		d, big := seedBig(t, s, 1001)
-		fs := faultstore.New(s)
-		opts := strict()
-		opts.Progress = func(deleted, total int) {
-			if deleted == 1000 {
-				fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Mode: faultstore.Before, Times: 1})
-			}
-		}
-		rep, err := gc.Run(ctx, fs, opts)
-		require.ErrorIs(t, err, faultstore.ErrInjected)
-		assert.Contains(t, err.Error(), "delete batch 2")
-		assert.Equal(t, 1000, rep.ObjectsDeleted)
-		assert.True(t, keysUnder(t, s, generation.Prefix(big))[generation.ManifestKey(big)], "the manifest goes last")
-		requireComplete(t, d)
+	for _, tc := range []struct {
+		name     string
+		manifest bool // the manifest's request fails, not a data request
+	}{{"data", false}, {"manifest", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, true, func(t *testing.T, s store.Store) {
+				ctx := context.Background()
+				d, big := seedBig(t, s, 1001)
+				fs := faultstore.New(s)
+				key := generation.Prefix(big) // the first request, a data one
+				if tc.manifest {
+					key = generation.ManifestKey(big)
+				}
+				fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: key, Mode: faultstore.Before, Times: 1})
+				rep, err := gc.Run(ctx, fs, strict())
+				require.ErrorIs(t, err, faultstore.ErrInjected)
+				assert.Contains(t, err.Error(), "delete batch")
+				assert.True(t, keysUnder(t, s, generation.Prefix(big))[generation.ManifestKey(big)], "the manifest goes last")
+				if tc.manifest {
+					assert.Equal(t, 1001, rep.ObjectsDeleted, "every data object went first")
+				} else {
+					assert.Less(t, rep.ObjectsDeleted, 1001)
+				}
+				requireComplete(t, d)
 
-		rep, err = gc.Run(ctx, fs, strict())
-		require.NoError(t, err)
-		assert.Equal(t, 2, rep.ObjectsDeleted)
-		assert.Equal(t, []string{big}, genIDs(rep.Deleted))
-		assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
+				rep, err = gc.Run(ctx, fs, strict())
+				require.NoError(t, err)
+				assert.Equal(t, []string{big}, genIDs(rep.Deleted), "the generation is found in the chain again")
+				assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
 
-		rep, err = gc.Run(ctx, fs, strict())
-		require.NoError(t, err)
-		assert.Zero(t, rep.Planned, "converged")
-	})
+				rep, err = gc.Run(ctx, fs, strict())
+				require.NoError(t, err)
+				assert.Zero(t, rep.Planned, "converged")
+			})
+		})
+	}
 }
 
 // TestHorizonFaults: the horizon write fails before it is sent, or lands

@@ -72,15 +72,77 @@ type plan struct {
 	// chain generation is deleted, so that no rollback can reference it.
 	floor uint64
 
-	kept, deleted, orphans []GenInfo
-	// del is every key to delete, in order: generation by generation,
-	// chain generations oldest first, then orphans; each generation's
-	// manifest after its data objects.
-	del         []store.Object
+	kept []GenInfo
+	// victims are the generations the plan deletes from, in order: chain
+	// generations oldest first, then orphans (see sweep for the order of
+	// the requests).
+	victims []*victim
+	// left counts the objects a limit (Options.MaxDelete) leaves for a
+	// later run.
+	left        int
 	expiredPins []string
 	notes       []string
 	// reusedPins: the plan judged an earlier plan's pin listing.
 	reusedPins bool
+}
+
+// victim is a generation the plan deletes from: its unmarked data objects
+// and its manifest, which goes after them.
+type victim struct {
+	info  GenInfo
+	chain bool
+	data  []store.Object
+	// manifest is the generation's manifest, nil when the listing showed
+	// none.
+	manifest *store.Object
+}
+
+// objects returns how many objects the plan deletes from v.
+func (v *victim) objects() int {
+	if v.manifest != nil {
+		return len(v.data) + 1
+	}
+	return len(v.data)
+}
+
+// count recomputes the objects and bytes of v's report entry.
+func (v *victim) count() {
+	v.info.Objects, v.info.Bytes = v.objects(), 0
+	for _, o := range v.data {
+		v.info.Bytes += max(o.Size, 0)
+	}
+	if v.manifest != nil {
+		v.info.Bytes += max(v.manifest.Size, 0)
+	}
+}
+
+// objects returns how many objects the plan deletes.
+func (p *plan) objects() int {
+	n := 0
+	for _, v := range p.victims {
+		n += v.objects()
+	}
+	return n
+}
+
+// has reports whether the plan deletes from a chain generation (chain) or
+// from an orphan (!chain).
+func (p *plan) has(chain bool) bool {
+	return slices.ContainsFunc(p.victims, func(v *victim) bool { return v.chain == chain })
+}
+
+// decideHorizon sets what the plan must publish before it deletes: the
+// horizon at the orphan cutoff when it deletes orphans, the floor when it
+// deletes chain generations, each only if the pointer has it lower.
+func (p *plan) decideHorizon() {
+	p.needHorizon, p.horizon = false, p.ptr.GCHorizon
+	if p.has(false) && p.ptr.GCHorizon.Before(p.cutoff) {
+		p.needHorizon = true
+		p.horizon = p.cutoff
+	}
+	if p.has(true) && p.ptr.GCFloor < p.floor {
+		p.needHorizon = true
+	}
 }
 
 // refuse wraps an error that stops a run before anything is deleted.
@@ -91,7 +153,7 @@ func refuse(err error) error {
 // plan reads the pointer, the chain, the pins and the listing, and decides
 // what to keep and what to delete. It writes nothing.
 func (r *runner) plan(ctx context.Context) (*plan, error) {
-	ptr, attrs, err := pointer.Read(ctx, r.s)
+	ptr, attrs, err := r.readPointer(ctx)
 	if errors.Is(err, store.ErrNotExist) {
 		return &plan{}, nil
 	}
@@ -218,11 +280,7 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		}
 		p.kept = append(p.kept, info)
 	}
-	type candidate struct {
-		info GenInfo
-		del  []store.Object
-	}
-	var chainCands, orphanCands []candidate
+	var chainCands, orphanCands []*victim
 	for gen, g := range r.gens.gens {
 		if _, ok := retained[gen]; ok {
 			continue
@@ -235,21 +293,21 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 			})
 			continue
 		}
-		c := candidate{info: GenInfo{Generation: gen}}
+		c := &victim{info: GenInfo{Generation: gen}, chain: isChain}
 		shared := 0
 		for _, o := range g.objs {
-			if marked[o.Key] {
+			switch {
+			case marked[o.Key]:
 				shared++
-				continue
+			case isManifest(o.Key):
+				// The manifest goes last, so that a crash leaves it to be
+				// found.
+				c.manifest = &o
+			default:
+				c.data = append(c.data, o)
 			}
-			c.del = append(c.del, o)
-			c.info.Objects++
-			c.info.Bytes += max(o.Size, 0)
 		}
-		// The manifest goes last, so that a crash leaves it to be found.
-		slices.SortStableFunc(c.del, func(a, b store.Object) int {
-			return cmp.Compare(boolInt(isManifest(a.Key)), boolInt(isManifest(b.Key)))
-		})
+		c.count()
 		var why string
 		if shared > 0 {
 			why = fmt.Sprintf("; %d objects shared with retained generations kept", shared)
@@ -259,7 +317,7 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 			c.info.Seq = m.Seq
 			c.info.Reason = fmt.Sprintf("superseded %s ago, outside the retention window", fmtAge(p.now.Sub(supersededAt[gen]))) + why
 			chainCands = append(chainCands, c)
-		case len(c.del) == 0:
+		case c.objects() == 0:
 			p.kept = append(p.kept, GenInfo{
 				Generation: gen, Objects: len(g.objs), Bytes: g.bytes,
 				Reason: "collected; only objects shared with retained generations remain",
@@ -271,26 +329,11 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 	}
 	// Oldest chain generations first: a crash then leaves the chain
 	// walkable from the pointer down to the first half-deleted generation.
-	slices.SortFunc(chainCands, func(a, b candidate) int { return cmp.Compare(a.info.Seq, b.info.Seq) })
-	slices.SortFunc(orphanCands, func(a, b candidate) int { return strings.Compare(a.info.Generation, b.info.Generation) })
-	for _, c := range chainCands {
-		p.deleted = append(p.deleted, c.info)
-		p.del = append(p.del, c.del...)
-	}
-	for _, c := range orphanCands {
-		p.orphans = append(p.orphans, c.info)
-		p.del = append(p.del, c.del...)
-	}
-	slices.SortFunc(p.kept, func(a, b GenInfo) int {
-		return cmp.Or(-cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Generation, b.Generation))
-	})
-	if len(p.orphans) > 0 && ptr.GCHorizon.Before(p.cutoff) {
-		p.needHorizon = true
-		p.horizon = p.cutoff
-	}
-	if len(p.deleted) > 0 && ptr.GCFloor < p.floor {
-		p.needHorizon = true
-	}
+	slices.SortFunc(chainCands, func(a, b *victim) int { return cmp.Compare(a.info.Seq, b.info.Seq) })
+	slices.SortFunc(orphanCands, func(a, b *victim) int { return strings.Compare(a.info.Generation, b.info.Generation) })
+	p.victims = slices.Concat(chainCands, orphanCands)
+	sortKept(p.kept)
+	p.decideHorizon()
 	return p, nil
 }
 
@@ -506,11 +549,11 @@ func (r *runner) list(ctx context.Context) (*listing, error) {
 // may be named _manifest in a subdirectory; that is not one).
 func isManifest(key string) bool { return key == generation.ManifestKey(generation.FromKey(key)) }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// sortKept orders the kept generations newest first.
+func sortKept(kept []GenInfo) {
+	slices.SortFunc(kept, func(a, b GenInfo) int {
+		return cmp.Or(-cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Generation, b.Generation))
+	})
 }
 
 func pinReason(n int) string {

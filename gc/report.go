@@ -32,6 +32,9 @@ type Report struct {
 	Planned        int   `json:"planned"`
 	ObjectsDeleted int   `json:"objects_deleted"`
 	BytesDeleted   int64 `json:"bytes_deleted"`
+	// Left counts the objects to collect that this run left for the next
+	// because of Options.MaxDelete or Options.Budget.
+	Left int `json:"left,omitempty"`
 	// PinsDropped counts expired pins deleted, EpochsDropped old lease
 	// epochs.
 	PinsDropped   int `json:"pins_dropped"`
@@ -116,6 +119,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		ew.printf("expired pins to drop: %d\n", r.PinsDropped)
 	} else {
 		ew.printf("\nobjects deleted: %d of %d planned, %s\n", r.ObjectsDeleted, r.Planned, FormatBytes(r.BytesDeleted))
+		if r.Left > 0 {
+			ew.printf("left for the next run: %d objects\n", r.Left)
+		}
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
 		if r.Leftovers.Count > 0 {
 			ew.printf("leftovers of interrupted writes removed: %d, %s\n", r.Leftovers.Count, FormatBytes(r.Leftovers.Bytes))

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
@@ -59,7 +62,7 @@ func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 // the CAS makes it read and try again, at most maxPlans times.
 func (r *runner) register(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
-		ptr, attrs, err := pointer.Read(ctx, r.s)
+		ptr, attrs, err := r.readPointer(ctx)
 		if errors.Is(err, store.ErrNotExist) {
 			return nil
 		}
@@ -100,7 +103,7 @@ func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag stri
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	got, _, rerr := pointer.Read(rctx, r.s)
+	got, _, rerr := r.readPointer(rctx)
 	switch {
 	case rerr != nil:
 		return false, fmt.Errorf("gc: %s: %w (and reading %s back failed: %v)", what, werr, pointer.Key, rerr)
@@ -114,34 +117,219 @@ func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag stri
 	return false, fmt.Errorf("gc: %s: %w", what, werr)
 }
 
-// sweep deletes the plan's keys in batches, renewing the lease before each.
-func (r *runner) sweep(ctx context.Context, p *plan) error {
-	total := len(p.del)
-	for start, n := 0, 1; start < total; start, n = start+store.MaxDeleteBatch, n+1 {
-		batch := p.del[start:min(start+store.MaxDeleteBatch, total)]
-		if err := r.renew(ctx, fmt.Sprintf("delete batch %d", n)); err != nil {
-			return err
+// publish publishes the plan's horizon and floor (publishHorizon),
+// renewing the lease first. When a pointer write beats the CAS, the plan
+// is corrected by what was committed meanwhile (correct) and the CAS sent
+// again at once, against the pointer that correct read: the horizon and
+// floor commute with commits, so nothing needs planning again, and the
+// window a commit must hit is one round trip. It returns false when the
+// run must plan again: after maxCorrections lost CASes, or when the
+// pointer no longer leads back to the plan's.
+func (r *runner) publish(ctx context.Context, p *plan) (bool, error) {
+	if err := r.renew(ctx, "publishing the horizon"); err != nil {
+		return false, err
+	}
+	for corrections := 0; ; corrections++ {
+		ok, err := r.publishHorizon(ctx, p)
+		if err != nil || ok {
+			return ok, err
 		}
-		keys := make([]string, len(batch))
-		var bytes int64
-		for i, o := range batch {
-			keys[i] = o.Key
-			bytes += max(o.Size, 0)
+		if corrections == maxCorrections {
+			return false, nil
 		}
-		freed, versions, err := r.deleteKeys(ctx, keys, bytes)
-		r.rep.Versions.Add(versions)
-		if err != nil {
-			return fmt.Errorf("gc: delete batch %d (%d keys from %q): %w", n, len(keys), keys[0], err)
+		// Renewing is not needed for safety here (the CAS is fenced by
+		// the registration, see fenced), only to keep the lease; it is
+		// done before the pointer read, outside the window.
+		if err := r.refresh(ctx, "publishing the horizon"); err != nil {
+			return false, err
 		}
-		r.rep.ObjectsDeleted += len(batch)
-		r.rep.BytesDeleted += freed
-		r.log.Debug("gc: deleted batch", "batch", n, "keys", len(keys), "deleted", r.rep.ObjectsDeleted, "total", total)
-		if r.o.Progress != nil {
-			r.o.Progress(r.rep.ObjectsDeleted, total)
+		r.log.Debug("gc: the pointer changed before the horizon was published; correcting the plan", "correction", corrections+1)
+		if ok, err := r.correct(ctx, p); err != nil || !ok {
+			return false, err
+		}
+		if !p.needHorizon {
+			return true, nil // the pointer read has the horizon and floor already
 		}
 	}
-	if total > 0 {
-		r.log.Info("gc: collected", "generations", len(p.deleted), "orphans", len(p.orphans), "objects", r.rep.ObjectsDeleted, "bytes", r.rep.BytesDeleted)
+}
+
+// limit keeps the plan's deletions within max objects (none when max is
+// not positive), collecting the oldest garbage first: whole generations
+// in the plan's order while they fit, then data objects of the next one,
+// without its manifest. The chain then stays walkable from the pointer to
+// every generation left, and the next run finds them as this one did.
+func (p *plan) limit(max int) {
+	if max <= 0 {
+		return
+	}
+	for i, v := range p.victims {
+		n := v.objects()
+		if n <= max {
+			max -= n
+			continue
+		}
+		keep := i
+		p.left = n
+		if max > 0 {
+			// Part of v's data, never its manifest (n > max, so v has at
+			// least max data objects).
+			v.data, v.manifest = v.data[:max], nil
+			v.count()
+			p.left, keep = n-max, i+1
+		}
+		for _, w := range p.victims[i+1:] {
+			p.left += w.objects()
+		}
+		p.victims = p.victims[:keep]
+		return
+	}
+}
+
+// deleteParallel is how many delete requests for data objects are in
+// flight at once.
+const deleteParallel = 8
+
+// readPointer reads the pointer, trying up to four times on failures a
+// retry may cure: one lost response must not fail a run, nor leave a
+// pointer write unknown that a second read settles.
+func (r *runner) readPointer(ctx context.Context) (*pointer.Pointer, store.Attrs, error) {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if serr := ctxtime.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+				return nil, store.Attrs{}, err
+			}
+		}
+		var got *pointer.Pointer
+		var attrs store.Attrs
+		got, attrs, err = pointer.Read(ctx, r.s)
+		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, store.ErrAccess) || errors.Is(err, pointer.ErrCorrupt) {
+			return got, attrs, err
+		}
+	}
+	return nil, store.Attrs{}, err
+}
+
+// sweep deletes the plan's objects in two waves of DeleteMany requests of
+// up to store.MaxDeleteBatch keys, deleteParallel requests at a time,
+// renewing the lease before each request. First the data objects of every
+// generation: no order among them matters, since the manifests that name
+// them are all still there, so a run that stops at any point leaves every
+// generation findable as before. Then, once every data request has
+// succeeded, the manifests, oldest chain generation first, then the
+// orphans'. Requests start in that order, so a run stopped by its budget
+// leaves the chain walkable from the pointer to whatever is left; one
+// stopped by a failed request or a crash may leave a gap among the
+// manifests, which only delays the generations beyond it, whose data are
+// gone already, until the orphan age (see the package documentation,
+// "Order of deletes").
+func (r *runner) sweep(ctx context.Context, p *plan) error {
+	var data, manifests []store.Object
+	for _, v := range p.victims {
+		data = append(data, v.data...)
+		if v.manifest != nil {
+			manifests = append(manifests, *v.manifest)
+		}
+	}
+	w := &waves{r: r, total: len(data) + len(manifests)}
+	if r.o.Budget > 0 {
+		w.deadline = r.start.Add(r.o.Budget)
+	}
+	err := w.run(ctx, data, deleteParallel)
+	if err == nil && !w.stopped {
+		err = w.run(ctx, manifests, deleteParallel)
+	}
+	r.rep.Left = p.left + w.total - r.rep.ObjectsDeleted
+	if err != nil {
+		return err
+	}
+	if w.stopped {
+		r.log.Info("gc: the time budget is spent; the next run continues", "budget", r.o.Budget, "left", r.rep.Left)
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("the %s budget was spent: %d objects are left for the next run", r.o.Budget, r.rep.Left))
+	}
+	if w.total > 0 {
+		r.log.Info("gc: collected", "generations", len(p.victims), "objects", r.rep.ObjectsDeleted, "bytes", r.rep.BytesDeleted)
+	}
+	return nil
+}
+
+// waves sends the delete requests of a sweep.
+type waves struct {
+	r        *runner
+	total    int
+	deadline time.Time // of Options.Budget; zero for none
+
+	mu      sync.Mutex
+	n       int  // delete requests started
+	stopped bool // the budget is spent
+	failed  bool // a request failed: start no more
+}
+
+// run deletes objs in batches, at most par requests at once. It returns
+// once every request it started has finished, with the first error.
+func (w *waves) run(ctx context.Context, objs []store.Object, par int) error {
+	var g errgroup.Group
+	g.SetLimit(par)
+	for start := 0; start < len(objs); start += store.MaxDeleteBatch {
+		batch := objs[start:min(start+store.MaxDeleteBatch, len(objs))]
+		if !w.next() {
+			break
+		}
+		g.Go(func() error { return w.send(ctx, batch) })
+	}
+	return g.Wait()
+}
+
+// next reports whether another request may start.
+func (w *waves) next() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
+		w.stopped = true
+	}
+	return !w.stopped && !w.failed
+}
+
+// send renews the lease and deletes one batch.
+func (w *waves) send(ctx context.Context, batch []store.Object) error {
+	w.mu.Lock()
+	if w.failed || w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.n++
+	n := w.n
+	w.mu.Unlock()
+	err := w.r.renew(ctx, fmt.Sprintf("delete batch %d", n))
+	if err == nil && !w.next() {
+		return nil
+	}
+	keys := make([]string, len(batch))
+	var bytes int64
+	for i, o := range batch {
+		keys[i] = o.Key
+		bytes += max(o.Size, 0)
+	}
+	var freed int64
+	var versions store.Freed
+	if err == nil {
+		if freed, versions, err = w.r.deleteKeys(ctx, keys, bytes); err != nil {
+			err = fmt.Errorf("gc: delete batch %d (%d keys from %q): %w", n, len(keys), keys[0], err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.r
+	r.rep.Versions.Add(versions) // what was deleted, also when the request failed
+	if err != nil {
+		w.failed = true
+		return err
+	}
+	r.rep.ObjectsDeleted += len(batch)
+	r.rep.BytesDeleted += freed
+	r.log.Debug("gc: deleted batch", "batch", n, "keys", len(keys), "deleted", r.rep.ObjectsDeleted, "total", w.total)
+	if r.o.Progress != nil {
+		r.o.Progress(r.rep.ObjectsDeleted, w.total)
 	}
 	return nil
 }
@@ -228,17 +416,25 @@ func (r *runner) sweepLeftovers(ctx context.Context) error {
 
 // fill records the plan in the report.
 func (p *plan) fill(rep *Report) {
-	rep.Kept, rep.Deleted, rep.Orphans = p.kept, p.deleted, p.orphans
+	rep.Kept, rep.Deleted, rep.Orphans = p.kept, nil, nil
+	for _, v := range p.victims {
+		if v.chain {
+			rep.Deleted = append(rep.Deleted, v.info)
+		} else {
+			rep.Orphans = append(rep.Orphans, v.info)
+		}
+	}
 	rep.Horizon = p.horizon
-	rep.Planned = len(p.del)
+	rep.Planned = p.objects()
+	rep.Left = p.left
 	rep.Notes = append(rep.Notes, p.notes...)
 	if p.ptr != nil {
 		rep.Seq, rep.Generation = p.ptr.Seq, p.ptr.Generation
 	}
 	if rep.DryRun {
-		rep.ObjectsDeleted = len(p.del)
-		for _, o := range p.del {
-			rep.BytesDeleted += max(o.Size, 0)
+		rep.ObjectsDeleted = rep.Planned
+		for _, v := range p.victims {
+			rep.BytesDeleted += v.info.Bytes
 		}
 		rep.PinsDropped = len(p.expiredPins)
 	}

@@ -4,9 +4,12 @@
 #   (b) `publish put`/`get` against `rclone copy` on the same data and server,
 #   (c) scale: a 100,000-file publish and commit latency after 10 vs 10,000
 #       prior commits,
-# plus the contention curve, drawn to docs/contention.svg.
+# plus the contention curve, drawn to docs/contention.svg, and
+#   (gc) the collector on a backlog, this tree against a baseline commit
+#       (GC_BASE, default main) side by side: GC_BENCH_GENS generations of
+#       10 objects (default 10000), GC_REPS runs each (default 2), alternating.
 # rclone is built from source into .cache/bin; the library never depends on it.
-# Usage: scripts/bench.sh [a] [b] [c] [plot]   (default: all)
+# Usage: scripts/bench.sh [a] [b] [c] [plot] [gc]   (default: all but gc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -16,11 +19,14 @@ RCLONE_VERSION=v1.69.1
 REPS=${REPS:-3}
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(a b c plot)
+
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 
-[ -x "$bin/versitygw" ] || (cd tools && go build -o "$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
+if [ -z "${COMMITPTR_VERSITYGW:-}" ]; then
+	[ -x "$bin/versitygw" ] || (cd tools && go build -o "$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
+	export COMMITPTR_VERSITYGW=$bin/versitygw
+fi
 go build -o "$bin/publish" ./cmd/publish
-export COMMITPTR_VERSITYGW=$bin/versitygw
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | cut -d' ' -f3), $(date -u +%Y-%m-%d)"
 
@@ -46,7 +52,7 @@ if want b; then
 	trap 'kill $srv 2>/dev/null || true; rm -rf "$work"' EXIT
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	mkdir -p "$work/root/bench"
-	"$bin/versitygw" --access bench --secret benchsecret --port "127.0.0.1:$port" --quiet posix "$work/root" >/dev/null 2>&1 &
+	"$COMMITPTR_VERSITYGW" --access bench --secret benchsecret --port "127.0.0.1:$port" --quiet posix "$work/root" >/dev/null 2>&1 &
 	srv=$!
 	for _ in $(seq 100); do curl -s "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
 	export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=benchsecret AWS_REGION=us-east-1
@@ -82,5 +88,23 @@ if want b; then
 		pg=$(median < "$work/p_get"); rg=$(median < "$work/r_get")
 		printf '(b) %-5s put: publish %.2fs rclone %.2fs ratio %.2f | get: publish %.2fs rclone %.2fs ratio %.2f (median of %d)\n' \
 			"$set" "$pp" "$rp" "$(ratio "$pp" "$rp")" "$pg" "$rg" "$(ratio "$pg" "$rg")" "$REPS"
+	done
+fi
+
+if want gc; then
+	echo "== (gc) collector on a backlog: this tree against ${GC_BASE:-main}"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	mkdir -p "$work/base"
+	git archive "${GC_BASE:-main}" | tar -x -C "$work/base"
+	(cd "$work/base" && go test -c -o "$work/base.test" ./gc)
+	go test -c -o "$work/new.test" ./gc
+	gens=${GC_BENCH_GENS:-10000}
+	for r in $(seq "${GC_REPS:-2}"); do
+		for which in base new; do
+			[ $((r % 2)) = 0 ] && which=$([ "$which" = base ] && echo new || echo base)
+			echo "-- run $r: $which"
+			(cd gc && GC_BENCH_GENS=$gens GC_BENCH_DRIVERS=s3 "$work/$which.test" -test.run - -test.bench BenchmarkCollect -test.benchtime 1x -test.timeout 60m) | grep -E '^Benchmark'
+		done
 	done
 fi

@@ -20,6 +20,9 @@ type gcOptions struct {
 	Grace     time.Duration
 	OrphanAge time.Duration
 	LeaseTTL  time.Duration
+	MaxDelete int
+	Budget    time.Duration
+	Every     time.Duration
 }
 
 func newGCCommand(g *globalOptions) *cobra.Command {
@@ -45,10 +48,25 @@ ages are judged by the store's clock.
 
 If the pointer or a manifest is corrupt or unreadable, gc deletes nothing.
 --dry-run prints the plan and writes nothing but the collector's lease.
-See docs/OPERATIONS.md for choosing --grace and --orphan-age.` + exitStatus(exitOK, exitError, exitUsage, exitHeld, exitFenced, exitInterrupted) + `
+See docs/OPERATIONS.md for choosing --grace and --orphan-age.
+
+A large backlog can be collected in bounded steps: --max-delete N deletes
+at most N objects per run, oldest garbage first, and --budget stops sending
+deletes once the run has taken that long. What is left is reported, and the
+next run continues where this one stopped.
+
+--every DURATION keeps gc running, for a sidecar or a systemd unit: it
+collects, sleeps DURATION (give or take a tenth, at random, so that many
+collectors spread out), and collects again, printing one line of stats per
+run. A run that fails (the lease held elsewhere, a busy dataset, a store
+error) is reported on its line and the next one follows as usual. SIGTERM
+or SIGINT ends it cleanly, with status 0: a run in progress stops before
+its next request and releases its lease.` + exitStatus(exitOK, exitError, exitUsage, exitHeld, exitFenced, exitInterrupted) + `
   (6 when the collector lost its lease mid-run; the next run finishes)`,
 		Example: `  publish gc --dry-run s3://bucket/daily
-  publish gc --keep 7 --grace 2h --orphan-age 48h s3://bucket/daily`,
+  publish gc --keep 7 --grace 2h --orphan-age 48h s3://bucket/daily
+  publish gc --max-delete 100000 --budget 5m s3://bucket/daily
+  publish gc --every 15m --budget 5m s3://bucket/daily`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.URL = args[0]
@@ -61,12 +79,18 @@ See docs/OPERATIONS.md for choosing --grace and --orphan-age.` + exitStatus(exit
 	f.DurationVar(&opts.Grace, "grace", gc.DefaultGrace, "keep ancestors superseded less than this long ago, for readers still on them")
 	f.DurationVar(&opts.OrphanAge, "orphan-age", gc.DefaultOrphanAge, "collect uncommitted generations only when their newest object is older than this; longer than any put takes")
 	f.DurationVar(&opts.LeaseTTL, "lease-ttl", gc.DefaultLeaseTTL, "TTL of the collector's lease")
+	f.IntVar(&opts.MaxDelete, "max-delete", 0, "delete at most this many objects per run, oldest first; the next run continues (0: no limit)")
+	f.DurationVar(&opts.Budget, "budget", 0, "stop sending deletes once a run has taken this long; the next run continues (0: no limit)")
+	f.DurationVar(&opts.Every, "every", 0, "keep running: collect, sleep this long (with jitter), repeat, until SIGTERM")
 	return cmd
 }
 
 func runGC(ctx context.Context, opts gcOptions, stdout, stderr io.Writer) error {
 	if opts.Keep < 0 || opts.Grace < 0 || opts.OrphanAge < 0 || opts.LeaseTTL <= 0 {
 		return usagef("--keep, --grace and --orphan-age must not be negative, --lease-ttl must be positive")
+	}
+	if opts.MaxDelete < 0 || opts.Budget < 0 || opts.Every < 0 {
+		return usagef("--max-delete, --budget and --every must not be negative")
 	}
 	s, err := opts.openStore(ctx, opts.URL)
 	if err != nil {
@@ -84,17 +108,22 @@ func runGC(ctx context.Context, opts gcOptions, stdout, stderr io.Writer) error 
 		OrphanAge: zeroToNone(opts.OrphanAge),
 		DryRun:    opts.DryRun,
 		LeaseTTL:  opts.LeaseTTL,
+		MaxDelete: opts.MaxDelete,
+		Budget:    opts.Budget,
 		Logger:    opts.log(),
-		Progress: func(deleted, total int) {
-			mu.Lock()
-			defer mu.Unlock()
-			if !started {
-				started = true
-				bar = newProgress(stderr, opts.globalOptions, int64(total), 0, "deleting", false)
-			}
-			bar.Add(int64(deleted - last))
-			last = deleted
-		},
+	}
+	if opts.Every > 0 {
+		return runGCEvery(ctx, s, gopts, opts, stdout)
+	}
+	gopts.Progress = func(deleted, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			started = true
+			bar = newProgress(stderr, opts.globalOptions, int64(total), 0, "deleting", false)
+		}
+		bar.Add(int64(deleted - last))
+		last = deleted
 	}
 	rep, err := gc.Run(ctx, s, gopts)
 	if bar != nil {

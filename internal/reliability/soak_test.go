@@ -52,7 +52,7 @@ type soakStats struct {
 	reads, readFailed, readCollected, pinnedReads, pinRaces      atomic.Int64
 	filesRead                                                    atomic.Int64
 	incOK, incUnknown, incFailed                                 atomic.Int64
-	gcOK, gcHeld, gcFailed, gcDeleted                            atomic.Int64
+	gcOK, gcHeld, gcBusy, gcFailed, gcDeleted                    atomic.Int64
 	leaseHeld, leaseBusy, leaseFailed                            atomic.Int64
 }
 
@@ -61,7 +61,7 @@ func (s *soakStats) ops() int64 {
 	for _, c := range []*atomic.Int64{
 		&s.commitOK, &s.commitLost, &s.commitUnknown, &s.commitFailed, &s.abandoned,
 		&s.reads, &s.readFailed, &s.incOK, &s.incUnknown, &s.incFailed,
-		&s.gcOK, &s.gcHeld, &s.gcFailed, &s.leaseHeld, &s.leaseBusy, &s.leaseFailed,
+		&s.gcOK, &s.gcHeld, &s.gcBusy, &s.gcFailed, &s.leaseHeld, &s.leaseBusy, &s.leaseFailed,
 	} {
 		n += c.Load()
 	}
@@ -71,11 +71,11 @@ func (s *soakStats) ops() int64 {
 func (s *soakStats) String() string {
 	return fmt.Sprintf("ops=%d; commits ok=%d lost=%d unknown=%d failed=%d abandoned=%d; "+
 		"reads ok=%d (pinned %d, pin raced gc %d, files %d) failed=%d collected=%d; "+
-		"increments ok=%d unknown=%d failed=%d; gc ok=%d held=%d failed=%d deleted=%d objects; "+
+		"increments ok=%d unknown=%d failed=%d; gc ok=%d held=%d busy=%d failed=%d deleted=%d objects while writers ran; "+
 		"lease held=%d busy=%d failed=%d",
 		s.ops(), s.commitOK.Load(), s.commitLost.Load(), s.commitUnknown.Load(), s.commitFailed.Load(), s.abandoned.Load(),
 		s.reads.Load(), s.pinnedReads.Load(), s.pinRaces.Load(), s.filesRead.Load(), s.readFailed.Load(), s.readCollected.Load(),
-		s.incOK.Load(), s.incUnknown.Load(), s.incFailed.Load(), s.gcOK.Load(), s.gcHeld.Load(), s.gcFailed.Load(), s.gcDeleted.Load(),
+		s.incOK.Load(), s.incUnknown.Load(), s.incFailed.Load(), s.gcOK.Load(), s.gcHeld.Load(), s.gcBusy.Load(), s.gcFailed.Load(), s.gcDeleted.Load(),
 		s.leaseHeld.Load(), s.leaseBusy.Load(), s.leaseFailed.Load())
 }
 
@@ -437,6 +437,8 @@ func (s *soak) collector(id int, rnd *rand.Rand) {
 			s.stats.gcDeleted.Add(int64(rep.ObjectsDeleted))
 		case errors.Is(err, lease.ErrHeld):
 			s.stats.gcHeld.Add(1)
+		case errors.Is(err, gc.ErrBusy):
+			s.stats.gcBusy.Add(1)
 		case errors.Is(err, pointer.ErrCorrupt), errors.Is(err, generation.ErrCorrupt):
 			s.violation("gc found corrupt state: %v", err)
 		default:
