@@ -54,7 +54,6 @@ type Server struct {
 	// Azurite, for storetest.RunWith.
 	Conformance storetest.Options
 	cmd         *exec.Cmd
-	root        string
 }
 
 var (
@@ -75,7 +74,8 @@ func Shared(t testing.TB) *Server {
 	return shared
 }
 
-// StopShared stops the shared server if it was started, for TestMain.
+// StopShared stops the shared server if it was started, for TestMain
+// (s3server.Main calls it).
 func StopShared() {
 	if shared != nil {
 		shared.Stop()
@@ -126,28 +126,22 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp("", "commitptr-azurite-")
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{root: root}
+	s := &Server{}
 	// The SDK speaks a newer service version than the emulator knows;
 	// --skipApiVersionCheck lets it, as the emulator's documentation
 	// advises. The debug log is off and the access log silenced.
 	s.cmd = exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", "0",
 		"--inMemoryPersistence", "--extentMemoryLimit", "4096",
 		"--skipApiVersionCheck", "--disableTelemetry", "--silent")
-	s.cmd.Dir = root
+	s.cmd.Dir = os.TempDir() // with in-memory persistence it writes nothing
 	s.cmd.Env = os.Environ()
 	s.cmd.Stderr = os.Stderr
 	s.cmd.SysProcAttr = procattr.DieWithParent()
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
-		os.RemoveAll(root)
 		return nil, err
 	}
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(root)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	found := make(chan string, 1)
@@ -175,18 +169,21 @@ func Start() (*Server, error) {
 		s.Stop()
 		return nil, errors.New("azurite-blob did not say where it listens within 60 s")
 	}
-	s.ConnectionString = "DefaultEndpointsProtocol=http;AccountName=" + Account + ";AccountKey=" + Key + ";BlobEndpoint=" + s.Endpoint + ";"
+	s.ConnectionString = ConnectionStringFor(s.Endpoint)
 	return s, nil
 }
 
-// Stop stops the server and removes its directory.
+// ConnectionStringFor returns the connection string of the development
+// account at a blob service URL.
+func ConnectionStringFor(endpoint string) string {
+	return "DefaultEndpointsProtocol=http;AccountName=" + Account + ";AccountKey=" + Key + ";BlobEndpoint=" + endpoint + ";"
+}
+
+// Stop stops the server.
 func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
-	}
-	if s.root != "" {
-		os.RemoveAll(s.root)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/procattr"
 	"github.com/commitptr/commitptr/store/storetest"
 )
@@ -92,7 +93,8 @@ var gofakes3Lacks = map[storetest.Capability]string{
 	storetest.DelimiterPages:    "gofakes3 v1.2.0 resumes a delimited listing after the first key under the page's last common prefix, so the next page repeats that prefix",
 }
 
-// Main runs the tests and stops the shared servers afterwards. Use it as
+// Main runs the tests and stops the shared servers afterwards, Azurite's
+// too (internal/azurite). Use it as
 // `func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }`.
 func Main(m *testing.M) int {
 	code := m.Run()
@@ -102,6 +104,7 @@ func Main(m *testing.M) int {
 	if fake != nil {
 		fake.Stop()
 	}
+	azurite.StopShared()
 	return code
 }
 

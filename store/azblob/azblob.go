@@ -367,7 +367,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // Delete removes the object; see store.Store. Deleting a missing key is not
-// an error, with or without IfMatch.
+// an error, with or without IfMatch: Azure answers a conditional delete of
+// a missing blob with 412, so Delete asks with a Get Blob Properties
+// whether the blob exists before reporting store.ErrPrecondition.
 func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
 	var o *blob.DeleteOptions
 	if opts.IfMatch != "" {
@@ -380,8 +382,13 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 		return nil
 	}
 	err = s.classify("delete", key, false, err)
-	if errors.Is(err, store.ErrNotExist) {
+	switch {
+	case errors.Is(err, store.ErrNotExist):
 		return nil
+	case errors.Is(err, store.ErrPrecondition) && opts.IfMatch != "":
+		if _, herr := s.Head(ctx, key); errors.Is(herr, store.ErrNotExist) {
+			return nil
+		}
 	}
 	return err
 }

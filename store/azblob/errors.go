@@ -32,6 +32,9 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	code, status := "", 0
 	if re, ok := errors.AsType[*azcore.ResponseError](err); ok {
 		code, status = re.ErrorCode, re.StatusCode
+		// The SDK's message is many lines with the request's URL and the
+		// response body; the operation and key are named by store.Wrap.
+		err = &responseError{re}
 	}
 	class = classOf(bloberror.Code(code), status, ifMatch)
 	switch {
@@ -88,6 +91,19 @@ func classOf(code bloberror.Code, status int, ifMatch bool) error {
 	}
 	return nil
 }
+
+// responseError is an error response of the service, told in one line.
+type responseError struct{ re *azcore.ResponseError }
+
+func (e *responseError) Error() string {
+	msg := fmt.Sprintf("Azure Blob answered %d", e.re.StatusCode)
+	if e.re.ErrorCode != "" {
+		msg += " " + e.re.ErrorCode
+	}
+	return msg
+}
+
+func (e *responseError) Unwrap() error { return e.re }
 
 // credentialFailed reports whether azidentity could not get a token.
 func credentialFailed(err error) bool {
