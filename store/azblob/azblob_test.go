@@ -181,6 +181,23 @@ func TestConditionalNeverBlocks(t *testing.T) {
 	_, err := s.Put(ctx, "small", strings.NewReader("x"), store.PutOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"PUT "}, rec.take(), "a small unconditional write is one Put Blob")
+
+	// A conditional body said to exceed the cap is refused before anything
+	// is sent, not staged without its condition.
+	for _, opts := range []store.PutOptions{
+		{IfNoneMatch: true, Size: store.MaxConditionalSize + 1},
+		{IfMatch: "0x8D", Size: store.MaxConditionalSize + 1},
+	} {
+		_, err = s.Put(ctx, "small", onlyReader{strings.NewReader("overwritten")}, opts)
+		require.ErrorContains(t, err, "at most")
+		assert.Empty(t, rec.take(), "nothing is sent")
+	}
+	rc, _, err := s.Get(ctx, "small")
+	require.NoError(t, err)
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(b))
 }
 
 // TestServerTimeWithoutDate: a response without a Date leaves ServerTime
