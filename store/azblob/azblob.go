@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -81,6 +82,9 @@ type Store struct {
 	c         *container.Client
 	container string
 	endpoint  string // the service URL, for error messages
+	// noStartFrom is set once the service has refused the startFrom
+	// parameter of List Blobs; List then filters by StartAfter alone.
+	noStartFrom atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -438,8 +442,34 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 // List returns one page of the listing; see store.Store. One List is one
 // List Blobs request. Azure has no start-after: StartAfter is sent as
 // startFrom (inclusive) of its successor, and the page is also filtered,
-// so that a service that ignores startFrom still lists correctly.
+// so that a service that ignores startFrom still lists correctly. A
+// service that refuses startFrom (400) is asked again without it, and never
+// again with it: a listing then begins at the prefix, and with a delimiter
+// the common prefix that holds StartAfter is listed even if no key after
+// StartAfter is under it (the page cannot tell). Azurite takes startFrom,
+// and the SDK offers it for the service version it speaks.
 func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if req.Token == "" && req.StartAfter != "" && !s.noStartFrom.Load() {
+		page, err := s.list(ctx, req, true)
+		if !refusedParameter(err) {
+			return page, err
+		}
+		s.noStartFrom.Store(true)
+	}
+	return s.list(ctx, req, false)
+}
+
+// refusedParameter reports whether err is the service refusing a query
+// parameter it does not know.
+func refusedParameter(err error) bool {
+	re, ok := errors.AsType[*azcore.ResponseError](err)
+	return ok && re.StatusCode == http.StatusBadRequest &&
+		(re.ErrorCode == "UnsupportedQueryParameter" || re.ErrorCode == "InvalidQueryParameterValue")
+}
+
+// list sends one List Blobs; withStartFrom says whether it may carry
+// startFrom.
+func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom bool) (store.ListPage, error) {
 	maxKeys := req.MaxKeys
 	if maxKeys <= 0 || maxKeys > store.MaxListPage {
 		maxKeys = store.MaxListPage
@@ -450,7 +480,9 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 		marker = &req.Token
 	} else if req.StartAfter != "" {
 		after = req.StartAfter
-		startFrom = optString(after + "\x00")
+		if withStartFrom {
+			startFrom = optString(after + "\x00")
+		}
 	}
 	var page store.ListPage
 	var next *string
