@@ -103,9 +103,6 @@ func New(opts Options) (*Store, error) {
 		// Bodies are stored with their Content-Encoding and must come
 		// back as stored, never decoded in transit.
 		tr.DisableCompression = true
-		// Azure's endpoints are reached through no proxy but the one the
-		// environment names.
-		tr.Proxy = http.ProxyFromEnvironment
 		httptimeout.Apply(tr, opts.Timeouts)
 		doer = &http.Client{Transport: tr}
 	}
@@ -151,7 +148,11 @@ func New(opts Options) (*Store, error) {
 	containerURL := service + "/" + url.PathEscape(opts.Container)
 
 	var c *container.Client
-	switch key := cmpOr(cs["accountkey"], os.Getenv("AZURE_STORAGE_KEY")); {
+	key := cs["accountkey"]
+	if conn == "" {
+		key = os.Getenv("AZURE_STORAGE_KEY")
+	}
+	switch {
 	case key != "":
 		if account == "" {
 			return nil, errors.New("azblob: an account key without an account name (AccountName in the connection string, or AZURE_STORAGE_ACCOUNT)")
