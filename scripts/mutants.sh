@@ -185,6 +185,8 @@ use_versitygw_here() {
 	# shellcheck source=tools.sh
 	. scripts/tools.sh
 	use_versitygw
+	install_azurite
+	export COMMITPTR_AZURITE="$PWD/.cache/azurite/node_modules/.bin/azurite-blob"
 }
 use_versitygw_here
 export AWS_EC2_METADATA_DISABLED=true

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: builds the pinned S3 test server
-# (versitygw, from tools/go.mod) into .cache/bin, runs the static checks, then
-# every test with the race detector. Tests start their own server instances
-# on loopback; a test that needs the server fails if it cannot start.
+# (versitygw, from tools/go.mod) into .cache/bin and installs the Azure Blob
+# test server (Azurite, from tools/azurite) into .cache/azurite, runs the
+# static checks, then every test with the race detector. Tests start their
+# own server instances on loopback; a test that needs a server fails if it
+# cannot start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,8 @@ cd "$(dirname "$0")/.."
 build_tool versitygw github.com/versity/versitygw/cmd/versitygw
 build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
 export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
+install_azurite
+export COMMITPTR_AZURITE="$PWD/.cache/azurite/node_modules/.bin/azurite-blob"
 
 echo "==> gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)

@@ -21,3 +21,19 @@ use_versitygw() {
 	build_tool versitygw github.com/versity/versitygw/cmd/versitygw
 	export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
 }
+
+# install_azurite installs the Azure Blob test server (Azurite), pinned in
+# tools/azurite/package-lock.json, into .cache/azurite with `npm ci`, unless
+# the installed lock file is the pinned one already. Install scripts are not
+# run: Azurite needs none.
+install_azurite() {
+	if [ -x .cache/azurite/node_modules/.bin/azurite-blob ] &&
+		cmp -s tools/azurite/package-lock.json .cache/azurite/package-lock.json; then
+		return
+	fi
+	echo "==> installing azurite (pinned in tools/azurite)"
+	rm -rf .cache/azurite
+	mkdir -p .cache/azurite
+	cp tools/azurite/package.json tools/azurite/package-lock.json .cache/azurite/
+	(cd .cache/azurite && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
@@ -65,6 +66,25 @@ func targets(t *testing.T) []target {
 		remoteTarget("s3", "s3", s3server.Shared(t)),
 		remoteTarget("s3-gofakes3", "s3", fake),
 		remoteTarget("minio-gofakes3", "minio", fake),
+		azblobTarget(azurite.Shared(t)),
+	}
+}
+
+// azblobTarget is the azblob driver against Azurite: the connection string
+// in the environment holds the account key, --endpoint names the service.
+func azblobTarget(srv *azurite.Server) target {
+	srv.UseCredentials()
+	return target{
+		name:   "azblob",
+		url:    func(t *testing.T) string { return "az://" + srv.NewContainer(t) + "/datasets/daily" },
+		flags:  []string{"--endpoint", srv.Endpoint},
+		env:    srv.Env(),
+		secret: azurite.Key,
+		open: func(t *testing.T, url string) store.Store {
+			s, err := store.Open(context.Background(), url, store.Config{Endpoint: srv.Endpoint})
+			require.NoError(t, err)
+			return s
+		},
 	}
 }
 

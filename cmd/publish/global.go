@@ -22,10 +22,11 @@ import (
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
-	_ "github.com/commitptr/commitptr/store/fs"    // registers file://
-	_ "github.com/commitptr/commitptr/store/mem"   // registers mem://
-	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
-	_ "github.com/commitptr/commitptr/store/s3"    // registers s3://
+	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
+	_ "github.com/commitptr/commitptr/store/fs"     // registers file://
+	_ "github.com/commitptr/commitptr/store/mem"    // registers mem://
+	_ "github.com/commitptr/commitptr/store/minio"  // registers minio://
+	_ "github.com/commitptr/commitptr/store/s3"     // registers s3://
 )
 
 // globalOptions are the flags every command takes.

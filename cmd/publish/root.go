@@ -24,11 +24,13 @@ read-modify-write of shared files (update) and leases with fencing tokens
 A URL names a dataset: file:///abs/dir or a plain path (a local directory,
 safe across processes on one host), s3://bucket/prefix (Amazon S3 or an
 S3-compatible server; see --endpoint and --path-style), minio://bucket/prefix
-(the same through minio-go) and mem://name (in-process, for tests).
+(the same through minio-go), az://container/prefix (Azure Blob Storage; --endpoint
+names the blob service URL) and mem://name (in-process, for tests).
 rclone-style strings such as s3:bucket or remote:path are refused rather than
 taken for local directories; a local path with a colon is written ./s3:bucket.
 Credentials come from the standard AWS chain (environment, shared config,
-instance roles) and never appear in any output.
+instance roles), for az:// from AZURE_STORAGE_CONNECTION_STRING or azidentity's
+default chain, and never appear in any output.
 
 The first write to a dataset, a lease or a shared object (put on a dataset
 without commits, the first acquisition of a lease name, update creating an

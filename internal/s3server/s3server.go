@@ -36,6 +36,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/procattr"
 	"github.com/commitptr/commitptr/store/storetest"
 )
@@ -122,7 +123,8 @@ var gofakes3VersionsLack = map[storetest.Capability]string{
 	storetest.VersionPages: "gofakes3 v1.2.0 answers a truncated ListObjectVersions without NextKeyMarker, so the next page cannot be asked for",
 }
 
-// Main runs the tests and stops the shared servers afterwards. Use it as
+// Main runs the tests and stops the shared servers afterwards, Azurite's
+// too (internal/azurite). Use it as
 // `func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }`.
 func Main(m *testing.M) int {
 	code := m.Run()
@@ -135,6 +137,7 @@ func Main(m *testing.M) int {
 	if versioned != nil {
 		versioned.Stop()
 	}
+	azurite.StopShared()
 	return code
 }
 

@@ -1,6 +1,7 @@
 // Package teststores gives tests one fresh, empty store per driver: mem, fs,
-// and the s3 and minio drivers against the real S3 test server. Tests that
-// range over All check their invariants on every driver.
+// the s3 and minio drivers against the real S3 test server, and the azblob
+// driver against Azurite. Tests that range over All check their invariants
+// on every driver.
 package teststores
 
 import (
@@ -15,8 +16,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
+	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
 	"github.com/commitptr/commitptr/store/fs"
 	"github.com/commitptr/commitptr/store/mem"
 	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
@@ -30,7 +33,8 @@ type Factory struct {
 }
 
 // All returns a factory per driver. The s3 and minio factories start the
-// shared S3 test server on first use and fail the test if it cannot run.
+// shared S3 test server on first use, the azblob factory the shared Azurite,
+// and fail the test if it cannot run.
 func All() []Factory {
 	return []Factory{
 		{"mem", func(testing.TB) store.Store { return mem.New() }},
@@ -43,7 +47,21 @@ func All() []Factory {
 		}},
 		{"s3", func(t testing.TB) store.Store { return remote(t, "s3") }},
 		{"minio", func(t testing.TB) store.Store { return remote(t, "minio") }},
+		{"azblob", azblobStore},
 	}
+}
+
+// azblobStore opens az://container on a fresh container of the shared
+// Azurite, with the credentials in the environment as a user has them.
+func azblobStore(t testing.TB) store.Store {
+	t.Helper()
+	srv := azurite.Shared(t)
+	srv.UseCredentials()
+	s, err := store.Open(context.Background(), "az://"+srv.NewContainer(t), store.Config{Endpoint: srv.Endpoint})
+	if err != nil {
+		t.Fatalf("open azblob store: %v", err)
+	}
+	return s
 }
 
 // Local returns the factories that need no server (mem and fs).

@@ -1,0 +1,616 @@
+package azblob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/store"
+)
+
+// PartThreshold is the largest unconditional body Put sends as one Put
+// Blob. Larger bodies, and bodies of unknown size that turn out larger, go
+// up as staged blocks and a Put Block List. A conditional write is always
+// one Put Blob.
+const PartThreshold = 16 << 20
+
+// blockSize and blockConcurrency shape a block upload: at most
+// blockConcurrency blocks of blockSize bytes are buffered and in flight.
+const (
+	blockSize        = 8 << 20
+	blockConcurrency = 4
+)
+
+// deleteConcurrency is how many Delete Blob requests DeleteMany keeps in
+// flight.
+const deleteConcurrency = 16
+
+// maxIdleConns is the connection pool size, as in the S3 drivers.
+const maxIdleConns = 256
+
+// ConnectionStringEnv names the environment variable holding a storage
+// account connection string.
+const ConnectionStringEnv = "AZURE_STORAGE_CONNECTION_STRING"
+
+// Options configures New.
+type Options struct {
+	// Container is the container name. It is required.
+	Container string
+	// ServiceURL is the blob service endpoint of the account, e.g.
+	// https://account.blob.core.windows.net or, for Azurite,
+	// http://127.0.0.1:10000/devstoreaccount1. Empty means the connection
+	// string's BlobEndpoint, or the account's public endpoint.
+	ServiceURL string
+	// Account is the storage account name, used when ServiceURL is empty
+	// and there is no connection string. Empty means AZURE_STORAGE_ACCOUNT.
+	Account string
+	// ConnectionString, if not empty, holds the credentials (an account key
+	// or a shared access signature). Empty means
+	// AZURE_STORAGE_CONNECTION_STRING; without either, the account key in
+	// AZURE_STORAGE_KEY, and without that azidentity's default credential
+	// chain.
+	ConnectionString string
+	// HTTPClient, if not nil, sends the requests; Timeouts do not apply
+	// to it.
+	HTTPClient *http.Client
+	// Timeouts bound each request; zero fields are the defaults.
+	Timeouts store.Timeouts
+}
+
+// Store is a store.Store backed by one Azure Blob Storage container. It is
+// safe for concurrent use.
+type Store struct {
+	c         *container.Client
+	container string
+	endpoint  string // the service URL, for error messages
+	// noStartFrom is set once the service has refused the startFrom
+	// parameter of List Blobs; List then filters by StartAfter alone.
+	noStartFrom atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store for opts.Container. It sends no request, so a wrong
+// container, endpoint or credential shows up in the first operation.
+func New(opts Options) (*Store, error) {
+	if err := checkContainer(opts.Container); err != nil {
+		return nil, err
+	}
+	var doer httptimeout.Doer = opts.HTTPClient
+	if opts.HTTPClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = maxIdleConns
+		tr.MaxIdleConnsPerHost = maxIdleConns
+		// Bodies are stored with their Content-Encoding and must come
+		// back as stored, never decoded in transit.
+		tr.DisableCompression = true
+		httptimeout.Apply(tr, opts.Timeouts)
+		doer = &http.Client{Transport: tr}
+	}
+	clientOpts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: httptimeout.Client(doer, opts.Timeouts),
+		// Three attempts in all, as the S3 drivers make.
+		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second},
+		// No telemetry beyond the SDK's User-Agent.
+		Telemetry: policy.TelemetryOptions{ApplicationID: "commitptr"},
+	}}
+
+	conn := opts.ConnectionString
+	if conn == "" {
+		conn = os.Getenv(ConnectionStringEnv)
+	}
+	account := opts.Account
+	if account == "" {
+		account = os.Getenv("AZURE_STORAGE_ACCOUNT")
+	}
+	cs, err := parseConnectionString(conn)
+	if err != nil {
+		return nil, err
+	}
+	if account == "" {
+		account = cs["accountname"]
+	}
+	service := opts.ServiceURL
+	if service == "" {
+		service = cs["blobendpoint"]
+	}
+	if service == "" {
+		if account == "" {
+			return nil, errors.New("azblob: no storage account: name it in the URL (az://ACCOUNT.blob.core.windows.net/container), with ?endpoint=, AZURE_STORAGE_ACCOUNT or AZURE_STORAGE_CONNECTION_STRING")
+		}
+		suffix := cmpOr(cs["endpointsuffix"], "core.windows.net")
+		service = cmpOr(cs["defaultendpointsprotocol"], "https") + "://" + account + ".blob." + suffix
+	}
+	u, err := url.Parse(service)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("azblob: bad endpoint %q: want an http:// or https:// URL", service)
+	}
+	service = strings.TrimSuffix(service, "/")
+	containerURL := service + "/" + url.PathEscape(opts.Container)
+
+	var c *container.Client
+	key := cs["accountkey"]
+	if conn == "" {
+		key = os.Getenv("AZURE_STORAGE_KEY")
+	}
+	switch {
+	case key != "":
+		if account == "" {
+			return nil, errors.New("azblob: an account key without an account name (AccountName in the connection string, or AZURE_STORAGE_ACCOUNT)")
+		}
+		cred, err := container.NewSharedKeyCredential(account, key)
+		if err != nil {
+			return nil, fmt.Errorf("azblob: account key of %q: %w", account, err)
+		}
+		c, err = container.NewClientWithSharedKeyCredential(containerURL, cred, clientOpts)
+		if err != nil {
+			return nil, fmt.Errorf("azblob: %w", err)
+		}
+	case cs["sharedaccesssignature"] != "":
+		c, err = container.NewClientWithNoCredential(containerURL+"?"+strings.TrimPrefix(cs["sharedaccesssignature"], "?"), clientOpts)
+		if err != nil {
+			return nil, fmt.Errorf("azblob: %w", err)
+		}
+	default:
+		// azidentity's chain: environment, workload identity, managed
+		// identity, the Azure CLI and Developer CLI. Building it sends
+		// no request.
+		cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: clientOpts.ClientOptions})
+		if err != nil {
+			return nil, fmt.Errorf("azblob: no credentials: %w", err)
+		}
+		c, err = container.NewClient(containerURL, cred, clientOpts)
+		if err != nil {
+			return nil, fmt.Errorf("azblob: %w", err)
+		}
+	}
+	return &Store{c: c, container: opts.Container, endpoint: service}, nil
+}
+
+// checkContainer applies Azure's container naming rules: 3 to 63 lower
+// case letters, digits and single hyphens, starting and ending with a
+// letter or digit.
+func checkContainer(name string) error {
+	if name == "" {
+		return errors.New("azblob: no container name given")
+	}
+	ok := len(name) >= 3 && len(name) <= 63 && name[0] != '-' && name[len(name)-1] != '-' && !strings.Contains(name, "--")
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("azblob: bad container name %q: want 3 to 63 lower case letters, digits and single hyphens", name)
+	}
+	return nil
+}
+
+// parseConnectionString reads "Key=Value;..." into a map with lower case
+// keys. A value may contain "=" (account keys and signatures do).
+func parseConnectionString(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for part := range strings.SplitSeq(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || k == "" {
+			// The part may be a secret: never echo it.
+			return nil, fmt.Errorf("azblob: %s: an entry without Key=Value", ConnectionStringEnv)
+		}
+		out[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Get opens the object for reading; see store.Store.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	out, err := s.c.NewBlobClient(key).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, store.Attrs{}, s.classify("get", key, false, err)
+	}
+	return out.Body, store.Attrs{
+		ETag:            etagOf(out.ETag),
+		Size:            sizeOf(out.ContentLength),
+		LastModified:    timeOf(out.LastModified),
+		ServerTime:      timeOf(out.Date),
+		Metadata:        decodeMetadata(out.Metadata),
+		ContentType:     deref(out.ContentType),
+		ContentEncoding: deref(out.ContentEncoding),
+	}, nil
+}
+
+// Head returns the object's attributes; see store.Store.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	out, err := s.c.NewBlobClient(key).GetProperties(ctx, nil)
+	if err != nil {
+		return store.Attrs{}, s.classify("head", key, false, err)
+	}
+	return store.Attrs{
+		ETag:            etagOf(out.ETag),
+		Size:            sizeOf(out.ContentLength),
+		LastModified:    timeOf(out.LastModified),
+		ServerTime:      timeOf(out.Date),
+		Metadata:        decodeMetadata(out.Metadata),
+		ContentType:     deref(out.ContentType),
+		ContentEncoding: deref(out.ContentEncoding),
+	}, nil
+}
+
+// Put writes the whole object; see store.Store. A conditional write is
+// always one Put Blob of at most store.MaxConditionalSize bytes (buffered if
+// the body cannot seek), with If-None-Match: * or If-Match: the condition
+// is checked by the request that writes the object, never by a Put Block
+// List after staged blocks. An unconditional body of more than
+// PartThreshold bytes goes up as staged blocks.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return store.Attrs{}, store.Wrap("put", key, nil, errors.New("IfNoneMatch and IfMatch are exclusive"))
+	}
+	meta, err := encodeMetadata(opts.Metadata)
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, store.ErrInvalidKey, err)
+	}
+	headers := &blob.HTTPHeaders{
+		BlobContentType:     optString(opts.ContentType),
+		BlobContentEncoding: optString(opts.ContentEncoding),
+	}
+	attrs := store.Attrs{
+		Metadata:        opts.Metadata,
+		ContentType:     opts.ContentType,
+		ContentEncoding: opts.ContentEncoding,
+	}
+
+	limit := int64(PartThreshold)
+	conditional := opts.IfNoneMatch || opts.IfMatch != ""
+	if conditional {
+		limit = store.MaxConditionalSize
+	}
+	var single io.ReadSeeker
+	var size int64
+	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= limit {
+		n, err := remaining(rs)
+		if err == nil && n <= limit {
+			single, size = rs, n
+		}
+	}
+	if single == nil && opts.Size <= limit {
+		buf, err := io.ReadAll(io.LimitReader(body, limit+1))
+		if err != nil {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		}
+		if int64(len(buf)) <= limit {
+			single, size = bytes.NewReader(buf), int64(len(buf))
+		} else {
+			body = io.MultiReader(bytes.NewReader(buf), body)
+		}
+	}
+	if single == nil && conditional {
+		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
+	}
+
+	bb := s.c.NewBlockBlobClient(key)
+	if single != nil {
+		mac := &blob.ModifiedAccessConditions{}
+		if opts.IfNoneMatch {
+			mac.IfNoneMatch = new(azcore.ETagAny)
+		}
+		if opts.IfMatch != "" {
+			mac.IfMatch = quoteETag(opts.IfMatch)
+		}
+		out, err := bb.Upload(ctx, streaming.NopCloser(single), &blockblob.UploadOptions{
+			Metadata:         meta,
+			HTTPHeaders:      headers,
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac},
+		})
+		if err != nil {
+			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+		}
+		attrs.ETag = etagOf(out.ETag)
+		attrs.Size = size
+		attrs.LastModified = timeOf(out.LastModified)
+		attrs.ServerTime = timeOf(out.Date)
+		return attrs, nil
+	}
+
+	cr := &countingReader{r: body}
+	out, err := bb.UploadStream(ctx, cr, &blockblob.UploadStreamOptions{
+		BlockSize:   blockSize,
+		Concurrency: blockConcurrency,
+		Metadata:    meta,
+		HTTPHeaders: headers,
+	})
+	if err != nil {
+		return store.Attrs{}, s.classify("put", key, false, err)
+	}
+	attrs.ETag = etagOf(out.ETag)
+	attrs.Size = cr.n
+	attrs.LastModified = timeOf(out.LastModified)
+	attrs.ServerTime = timeOf(out.Date)
+	return attrs, nil
+}
+
+// countingReader counts the bytes read through it. UploadStream reads from
+// one goroutine.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Delete removes the object; see store.Store. Deleting a missing key is not
+// an error, with or without IfMatch: Azure answers a conditional delete of
+// a missing blob with 412, so Delete asks with a Get Blob Properties
+// whether the blob exists before reporting store.ErrPrecondition.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	var o *blob.DeleteOptions
+	if opts.IfMatch != "" {
+		o = &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: quoteETag(opts.IfMatch)},
+		}}
+	}
+	_, err := s.c.NewBlobClient(key).Delete(ctx, o)
+	if err == nil {
+		return nil
+	}
+	err = s.classify("delete", key, false, err)
+	switch {
+	case errors.Is(err, store.ErrNotExist):
+		return nil
+	case errors.Is(err, store.ErrPrecondition) && opts.IfMatch != "":
+		if _, herr := s.Head(ctx, key); errors.Is(herr, store.ErrNotExist) {
+			return nil
+		}
+	}
+	return err
+}
+
+// DeleteMany removes the keys with one Delete Blob each, deleteConcurrency
+// at a time (Azure's blob batch takes only 256 and bills each subrequest
+// alike). Missing keys are not an error. The error, if any, names the keys
+// that were not deleted.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	errs := make([]error, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteConcurrency)
+	for i, k := range keys {
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				errs[i] = gctx.Err()
+				return nil
+			}
+			errs[i] = s.Delete(gctx, k, store.DeleteOptions{})
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through errs
+	var failed []string
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			failed = append(failed, keys[i])
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	var class error
+	for _, c := range []error{store.ErrAccess, store.ErrNoBucket} {
+		if errors.Is(first, c) {
+			class = c
+		}
+	}
+	return store.Wrap("delete-many", failed[0], class,
+		fmt.Errorf("%d keys not deleted (%s); the first failed with %w", len(failed), keyList(failed), first))
+}
+
+// List returns one page of the listing; see store.Store. One List is one
+// List Blobs request. Azure has no start-after: StartAfter is sent as
+// startFrom (inclusive) of its successor, and the page is also filtered,
+// so that a service that ignores startFrom still lists correctly. A
+// service that refuses startFrom (400) is asked again without it, and never
+// again with it: a listing then begins at the prefix, and with a delimiter
+// the common prefix that holds StartAfter is listed even if no key after
+// StartAfter is under it (the page cannot tell). Azurite takes startFrom,
+// and the SDK offers it for the service version it speaks.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if req.Token == "" && req.StartAfter != "" && !s.noStartFrom.Load() {
+		page, err := s.list(ctx, req, true)
+		if !refusedParameter(err) {
+			return page, err
+		}
+		s.noStartFrom.Store(true)
+	}
+	return s.list(ctx, req, false)
+}
+
+// refusedParameter reports whether err is the service refusing a query
+// parameter it does not know.
+func refusedParameter(err error) bool {
+	re, ok := errors.AsType[*azcore.ResponseError](err)
+	return ok && re.StatusCode == http.StatusBadRequest &&
+		(re.ErrorCode == "UnsupportedQueryParameter" || re.ErrorCode == "InvalidQueryParameterValue")
+}
+
+// list sends one List Blobs; withStartFrom says whether it may carry
+// startFrom.
+func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom bool) (store.ListPage, error) {
+	maxKeys := req.MaxKeys
+	if maxKeys <= 0 || maxKeys > store.MaxListPage {
+		maxKeys = store.MaxListPage
+	}
+	after := ""
+	var marker, startFrom *string
+	if req.Token != "" {
+		marker = &req.Token
+	} else if req.StartAfter != "" {
+		after = req.StartAfter
+		if withStartFrom {
+			startFrom = optString(after + "\x00")
+		}
+	}
+	var page store.ListPage
+	var next *string
+	var items []*container.BlobItem
+	if req.Delimiter == "" {
+		p := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
+			Prefix: optString(req.Prefix), Marker: marker, MaxResults: new(int32(maxKeys)), StartFrom: startFrom,
+		})
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+		}
+		if out.Segment != nil {
+			items = out.Segment.BlobItems
+		}
+		next = out.NextMarker
+	} else {
+		p := s.c.NewListBlobsHierarchyPager(req.Delimiter, &container.ListBlobsHierarchyOptions{
+			Prefix: optString(req.Prefix), Marker: marker, MaxResults: new(int32(maxKeys)), StartFrom: startFrom,
+		})
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+		}
+		if out.Segment != nil {
+			items = out.Segment.BlobItems
+			for _, bp := range out.Segment.BlobPrefixes {
+				name := deref(bp.Name)
+				// A common prefix wholly at or below after has no key
+				// after it.
+				if after != "" && name <= after && !strings.HasPrefix(after, name) {
+					continue
+				}
+				page.Prefixes = append(page.Prefixes, name)
+			}
+		}
+		next = out.NextMarker
+	}
+	for _, it := range items {
+		name := deref(it.Name)
+		if name <= after && after != "" {
+			continue
+		}
+		o := store.Object{Key: name, Size: -1}
+		if p := it.Properties; p != nil {
+			o.Size = sizeOf(p.ContentLength)
+			o.ETag = etagOf(p.ETag)
+			o.LastModified = timeOf(p.LastModified)
+		}
+		page.Objects = append(page.Objects, o)
+	}
+	page.Next = deref(next)
+	return page, nil
+}
+
+// remaining returns how many bytes rs holds after its current offset,
+// leaving the offset where it was.
+func remaining(rs io.ReadSeeker) (int64, error) {
+	cur, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	end, err := rs.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return end - cur, nil
+}
+
+func etagOf(e *azcore.ETag) string {
+	if e == nil {
+		return ""
+	}
+	return strings.Trim(string(*e), `"`)
+}
+
+func quoteETag(etag string) *azcore.ETag {
+	e := azcore.ETag(`"` + strings.Trim(etag, `"`) + `"`)
+	return &e
+}
+
+// timeOf returns *t, or the zero time: a missing Date stays unknown, the
+// local clock is not the store's.
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func sizeOf(n *int64) int64 {
+	if n == nil {
+		return -1
+	}
+	return *n
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func optString(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+// keyList formats keys for an error message, eliding all but the first few.
+func keyList(keys []string) string {
+	const show = 5
+	var b strings.Builder
+	for i, k := range keys {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(keys)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	return b.String()
+}
