@@ -1,5 +1,6 @@
 // Package teststores gives tests one fresh, empty store per driver: mem, fs,
-// and the s3 and minio drivers against the real S3 test server. Tests that
+// the s3 and minio drivers against the real S3 test server, and the gcs
+// driver against the Cloud Storage emulator. Tests that
 // range over All check their invariants on every driver.
 package teststores
 
@@ -15,9 +16,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/commitptr/commitptr/internal/gcsserver"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
+	_ "github.com/commitptr/commitptr/store/gcs" // registers gs://
 	"github.com/commitptr/commitptr/store/mem"
 	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
 	_ "github.com/commitptr/commitptr/store/s3"    // registers s3://
@@ -29,8 +32,9 @@ type Factory struct {
 	New  func(t testing.TB) store.Store
 }
 
-// All returns a factory per driver. The s3 and minio factories start the
-// shared S3 test server on first use and fail the test if it cannot run.
+// All returns a factory per driver. The s3, minio and gcs factories start
+// the shared test servers on first use and fail the test if they cannot
+// run.
 func All() []Factory {
 	return []Factory{
 		{"mem", func(testing.TB) store.Store { return mem.New() }},
@@ -43,6 +47,7 @@ func All() []Factory {
 		}},
 		{"s3", func(t testing.TB) store.Store { return remote(t, "s3") }},
 		{"minio", func(t testing.TB) store.Store { return remote(t, "minio") }},
+		{"gcs", gcsStore},
 	}
 }
 
@@ -57,6 +62,18 @@ func remote(t testing.TB, scheme string) store.Store {
 	s, err := store.Open(context.Background(), scheme+"://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
 	if err != nil {
 		t.Fatalf("open %s store: %v", scheme, err)
+	}
+	return s
+}
+
+// gcsStore opens a fresh bucket on the shared Cloud Storage emulator,
+// through store.Open as a user would.
+func gcsStore(t testing.TB) store.Store {
+	t.Helper()
+	srv := gcsserver.Shared(t)
+	s, err := store.Open(context.Background(), "gs://"+srv.NewBucket(t), store.Config{Endpoint: srv.Endpoint})
+	if err != nil {
+		t.Fatalf("open gcs store: %v", err)
 	}
 	return s
 }
