@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"cloud.google.com/go/storage"
@@ -63,9 +64,10 @@ type Options struct {
 // concurrent use.
 type Store struct {
 	client   *storage.Client
-	bucket   *storage.BucketHandle
-	name     string // the bucket's name
-	endpoint string // scheme://host, for error messages
+	bucket   *storage.BucketHandle // without retry settings: see object
+	lister   *storage.BucketHandle // bucket with the retry policy, for List
+	name     string                // the bucket's name
+	endpoint string                // scheme://host, for error messages
 }
 
 var _ store.Store = (*Store)(nil)
@@ -118,12 +120,34 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcs: endpoint %s: %w", endpoint, err)
 	}
-	// Every request may be retried, also an unconditional write or delete,
-	// as the S3 drivers do: the outcome is the same either way. As many
-	// attempts as the S3 drivers make, so that an endpoint that times out
-	// fails an operation after about 3 times the limit.
-	client.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts))
-	return &Store{client: client, bucket: client.Bucket(opts.Bucket), name: opts.Bucket, endpoint: endpoint}, nil
+	b := client.Bucket(opts.Bucket)
+	return &Store{client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)), name: opts.Bucket, endpoint: endpoint}, nil
+}
+
+// retries is the retry policy of every request: any request may be
+// retried, also an unconditional write or delete, as the S3 drivers do
+// (the outcome is the same either way), with as many attempts as the S3
+// drivers make, so that an endpoint that times out fails an operation
+// after about 3 times the limit. The client's uploads ignore the number
+// of attempts (they retry until a deadline), so the last option counts
+// them too.
+//
+// The options go on each object handle, never on the client: a handle's
+// Retryer changes the retry settings it shares with the client in place.
+func retries() []storage.RetryOption {
+	var n atomic.Int32
+	return []storage.RetryOption{
+		storage.WithPolicy(storage.RetryAlways),
+		storage.WithMaxAttempts(maxAttempts),
+		storage.WithErrorFunc(func(err error) bool {
+			return n.Add(1) < maxAttempts && storage.ShouldRetry(err)
+		}),
+	}
+}
+
+// object returns a handle on key with the retry policy of one operation.
+func (s *Store) object(key string) *storage.ObjectHandle {
+	return s.bucket.Object(key).Retryer(retries()...)
 }
 
 // checkBucket refuses names that Cloud Storage would refuse: 3 to 222
@@ -170,10 +194,11 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
-	r, err := s.bucket.Object(key).ReadCompressed(true).NewReader(ctx)
+	r, err := s.object(key).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
 		return nil, store.Attrs{}, s.classify("get", key, false, err)
 	}
+	body := &reader{r: r, x: x, key: key}
 	h := x.header()
 	a := store.Attrs{
 		ETag:            token(r.Attrs.Generation),
@@ -184,8 +209,31 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 		ContentEncoding: r.Attrs.ContentEncoding,
 		Metadata:        metadataOf(h),
 	}
-	return r, a, nil
+	return body, a, nil
 }
+
+// reader is the body of a Get. The client resumes a download whose body
+// fails with a ranged request; when that fails too, its error no longer
+// says why the first one did (an idle timeout, naming the endpoint), so
+// reader adds that cause.
+type reader struct {
+	r   *storage.Reader
+	x   *exchange
+	key string
+}
+
+func (b *reader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		if first := b.x.bodyError(); first != nil && !errors.Is(err, first) {
+			err = fmt.Errorf("%w (resuming the download failed too: %v)", first, err)
+		}
+		err = store.Wrap("get", b.key, nil, fmt.Errorf("read body: %w", err))
+	}
+	return n, err
+}
+
+func (b *reader) Close() error { return b.r.Close() }
 
 // metadataOf reads user metadata from the x-goog-meta- headers of a
 // download.
@@ -208,7 +256,7 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 		return store.Attrs{}, store.Wrap("head", key, store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
-	oa, err := s.bucket.Object(key).Attrs(ctx)
+	oa, err := s.object(key).Attrs(ctx)
 	if err != nil {
 		return store.Attrs{}, s.classify("head", key, false, err)
 	}
@@ -324,7 +372,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		}
 	}
 
-	obj := s.bucket.Object(key)
+	obj := s.object(key)
 	if conds != nil {
 		obj = obj.If(*conds)
 	}
@@ -425,7 +473,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 	if err := checkKey(key); err != nil {
 		return store.Wrap("delete", key, store.ErrInvalidKey, err)
 	}
-	obj := s.bucket.Object(key)
+	obj := s.object(key)
 	if opts.IfMatch != "" {
 		gen, ok := generation(opts.IfMatch)
 		if !ok {
@@ -520,7 +568,7 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
 		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
 	}
-	it := s.bucket.Objects(ctx, q)
+	it := s.lister.Objects(ctx, q)
 	it.PageInfo().MaxSize = maxKeys
 	it.PageInfo().Token = req.Token
 	var page store.ListPage

@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -21,8 +22,16 @@ type exchangeKey struct{}
 
 // exchange holds the headers of the latest response of one operation.
 type exchange struct {
-	mu   sync.Mutex
-	resp http.Header
+	mu      sync.Mutex
+	resp    http.Header
+	bodyErr error // the first failed read of a response body
+}
+
+// bodyError returns the first error a read of a response body met, or nil.
+func (x *exchange) bodyError() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.bodyErr
 }
 
 // withExchange returns a context carrying a new exchange.
@@ -47,7 +56,8 @@ func (x *exchange) serverTime() time.Time {
 	return time.Time{}
 }
 
-// transport records response headers in the request's exchange.
+// transport records response headers, and the first failed read of a
+// response body, in the request's exchange.
 type transport struct{ base http.RoundTripper }
 
 // RoundTrip implements http.RoundTripper.
@@ -58,7 +68,26 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			x.mu.Lock()
 			x.resp = resp.Header
 			x.mu.Unlock()
+			resp.Body = &body{ReadCloser: resp.Body, x: x}
 		}
 	}
 	return resp, err
+}
+
+// body records the first read error of a response body in its exchange.
+type body struct {
+	io.ReadCloser
+	x *exchange
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.x.mu.Lock()
+		if b.x.bodyErr == nil {
+			b.x.bodyErr = err
+		}
+		b.x.mu.Unlock()
+	}
+	return n, err
 }
