@@ -196,7 +196,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 	ctx, x := withExchange(ctx)
 	r, err := s.object(key).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
-		return nil, store.Attrs{}, s.classify("get", key, false, err)
+		return nil, store.Attrs{}, s.classify("get", key, err)
 	}
 	body := &reader{r: r, x: x, key: key}
 	h := x.header()
@@ -258,7 +258,7 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	ctx, x := withExchange(ctx)
 	oa, err := s.object(key).Attrs(ctx)
 	if err != nil {
-		return store.Attrs{}, s.classify("head", key, false, err)
+		return store.Attrs{}, s.classify("head", key, err)
 	}
 	a := attrsOf(oa)
 	a.ServerTime = x.serverTime()
@@ -315,10 +315,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err := checkPut(key, body, opts); err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
-	ifMatch := opts.IfMatch != ""
 	var conds *storage.Conditions
 	switch {
-	case ifMatch:
+	case opts.IfMatch != "":
 		gen, ok := generation(opts.IfMatch)
 		if !ok {
 			return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition,
@@ -393,10 +392,10 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if _, err := io.Copy(w, src); err != nil {
 		cancel() // abandons the upload; Close then reports why
 		w.Close()
-		return store.Attrs{}, s.classify("put", key, ifMatch, err)
+		return store.Attrs{}, s.classify("put", key, err)
 	}
 	if err := w.Close(); err != nil {
-		return store.Attrs{}, s.classify("put", key, ifMatch, err)
+		return store.Attrs{}, s.classify("put", key, err)
 	}
 	a := attrsOf(w.Attrs())
 	a.ServerTime = x.serverTime()
@@ -487,7 +486,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return nil
 	}
-	return s.classify("delete", key, false, err)
+	return s.classify("delete", key, err)
 }
 
 // DeleteMany implements store.Store. The JSON API deletes one object per
@@ -578,7 +577,7 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 			return page, nil
 		}
 		if err != nil {
-			return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+			return store.ListPage{}, s.classify("list", req.Prefix, err)
 		}
 		if oa.Prefix != "" {
 			page.Prefixes = append(page.Prefixes, oa.Prefix)

@@ -211,10 +211,10 @@ func TestOneRequestEach(t *testing.T) {
 			return err
 		}, "POST /upload/storage/v1/b/*/o?uploadType=multipart"},
 		{"20 MiB compare-and-swap", func() error {
-			a, err := s.Head(ctx, "c")
+			a, err := s.Put(ctx, "cas", strings.NewReader("v1"), store.PutOptions{})
 			if err == nil {
 				rec.take()
-				_, err = s.Put(ctx, "c", onlyReader{bytes.NewReader(big)}, store.PutOptions{IfMatch: a.ETag})
+				_, err = s.Put(ctx, "cas", onlyReader{bytes.NewReader(big)}, store.PutOptions{IfMatch: a.ETag})
 			}
 			return err
 		}, "POST /upload/storage/v1/b/*/o?uploadType=multipart"},
@@ -277,9 +277,12 @@ func TestMissingBucket(t *testing.T) {
 	_, err = s.List(ctx, store.ListRequest{})
 	require.ErrorIs(t, err, store.ErrNoBucket)
 	assert.Contains(t, err.Error(), `"no-such-bucket"`)
-	_, err = s.Put(ctx, "k", strings.NewReader("x"), store.PutOptions{})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"k"`)
+	for _, opts := range []store.PutOptions{{}, {IfNoneMatch: true}, {IfMatch: "1"}} {
+		_, err = s.Put(ctx, "k", strings.NewReader("x"), opts)
+		require.ErrorIs(t, err, store.ErrNoBucket, "%+v", opts)
+		assert.Contains(t, err.Error(), `"k"`)
+		assert.Contains(t, err.Error(), `"no-such-bucket"`)
+	}
 }
 
 func TestRefusedEndpoint(t *testing.T) {
