@@ -2,7 +2,8 @@
 // writer stages files under a fresh generation and commits with one
 // conditional write to a small pointer object, so that every reader sees
 // exactly one complete generation. Any number of machines coordinate through
-// the store alone (Amazon S3, an S3-compatible server, or a local directory).
+// the store alone (Amazon S3, an S3-compatible server, Google Cloud Storage,
+// or a local directory).
 //
 // This package is the one-import entry point: Open opens a dataset by URL
 // with every store driver registered. The work is done by the packages
@@ -12,7 +13,7 @@
 //	lease        leases and leader election with fencing tokens
 //	gc           the lease-guarded collector of old and orphaned generations
 //	store        the object-store interface, URL opening, Probe
-//	store/fs, store/mem, store/s3, store/minio   the drivers
+//	store/fs, store/mem, store/s3, store/minio, store/gcs   the drivers
 //
 // The command-line tool is cmd/publish; see README.md and docs/.
 package commitptr
@@ -34,6 +35,7 @@ import (
 //	./dir, /abs/dir, file:///abs/dir   a local directory (safe across processes on one host)
 //	s3://bucket/prefix                 Amazon S3 or an S3-compatible server
 //	minio://bucket/prefix              the same, through minio-go
+//	gs://bucket/prefix                 Google Cloud Storage
 //	mem://name/prefix                  in memory, shared by name within the process
 //
 // S3 settings come from the URL's query (endpoint, region, profile,

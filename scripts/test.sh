@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: builds the pinned S3 test server
-# (versitygw, from tools/go.mod) into .cache/bin, runs the static checks, then
+# The whole test suite, on a fresh machine: builds the pinned test servers
+# (versitygw for S3, fake-gcs-server for Cloud Storage, from tools/go.mod)
+# into .cache/bin, runs the static checks, then
 # every test with the race detector. Tests start their own server instances
 # on loopback; a test that needs the server fails if it cannot start.
 set -euo pipefail
@@ -9,7 +10,9 @@ cd "$(dirname "$0")/.."
 . scripts/tools.sh
 build_tool versitygw github.com/versity/versitygw/cmd/versitygw
 build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
+build_tool fake-gcs-server github.com/fsouza/fake-gcs-server
 export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
+export COMMITPTR_FAKE_GCS_SERVER="$PWD/.cache/bin/fake-gcs-server"
 
 echo "==> gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)

@@ -63,6 +63,7 @@ func Schemes() []string {
 //	mem://name                             an in-memory store shared by name within the process
 //	s3://bucket/prefix                     Amazon S3 or an S3-compatible server (aws-sdk-go-v2)
 //	minio://bucket/prefix                  the same, through minio-go
+//	gs://bucket/prefix                     Google Cloud Storage (cloud.google.com/go/storage)
 //
 // The driver packages must be imported (the root commitptr package imports
 // all of them). The URL's path below the bucket or directory root, if any,
