@@ -2,7 +2,8 @@
 // writer stages files under a fresh generation and commits with one
 // conditional write to a small pointer object, so that every reader sees
 // exactly one complete generation. Any number of machines coordinate through
-// the store alone (Amazon S3, an S3-compatible server, Azure Blob Storage,
+// the store alone (Amazon S3, an S3-compatible server, Google Cloud Storage,
+// Azure Blob Storage,
 // or a local directory).
 //
 // This package is the one-import entry point: Open opens a dataset by URL
@@ -13,7 +14,7 @@
 //	lease        leases and leader election with fencing tokens
 //	gc           the lease-guarded collector of old and orphaned generations
 //	store        the object-store interface, URL opening, Probe
-//	store/fs, store/mem, store/s3, store/minio, store/azblob   the drivers
+//	store/fs, store/mem, store/s3, store/minio, store/gcs, store/azblob   the drivers
 //
 // The command-line tool is cmd/publish; see README.md and docs/.
 package commitptr
@@ -25,6 +26,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
 	_ "github.com/commitptr/commitptr/store/fs"     // registers file:// and plain paths
+	_ "github.com/commitptr/commitptr/store/gcs"    // registers gs://
 	_ "github.com/commitptr/commitptr/store/mem"    // registers mem://
 	_ "github.com/commitptr/commitptr/store/minio"  // registers minio://
 	_ "github.com/commitptr/commitptr/store/s3"     // registers s3://
@@ -35,6 +37,7 @@ import (
 //	./dir, /abs/dir, file:///abs/dir   a local directory (safe across processes on one host)
 //	s3://bucket/prefix                 Amazon S3 or an S3-compatible server
 //	minio://bucket/prefix              the same, through minio-go
+//	gs://bucket/prefix                 Google Cloud Storage
 //	az://container/prefix              Azure Blob Storage (store/azblob)
 //	mem://name/prefix                  in memory, shared by name within the process
 //

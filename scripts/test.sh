@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: builds the pinned S3 test server
-# (versitygw, from tools/go.mod) into .cache/bin and installs the Azure Blob
-# test server (Azurite, from tools/azurite) into .cache/azurite, runs the
-# static checks, then every test with the race detector. Tests start their
-# own server instances on loopback; a test that needs a server fails if it
-# cannot start.
+# The whole test suite, on a fresh machine: builds the pinned test servers
+# (versitygw for S3, fake-gcs-server for Cloud Storage, from tools/go.mod)
+# into .cache/bin and installs the Azure Blob test server (Azurite, from
+# tools/azurite) into .cache/azurite, runs the static checks, then every
+# test with the race detector. Tests start their own server instances on
+# loopback; a test that needs a server fails if it cannot start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/tools.sh
 build_tool versitygw github.com/versity/versitygw/cmd/versitygw
 build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
+build_tool fake-gcs-server github.com/fsouza/fake-gcs-server
 export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
 install_azurite
 export COMMITPTR_AZURITE="$PWD/.cache/azurite/node_modules/.bin/azurite-blob"
+export COMMITPTR_FAKE_GCS_SERVER="$PWD/.cache/bin/fake-gcs-server"
 
 echo "==> gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)

@@ -66,6 +66,7 @@ func Schemes() []string {
 //	mem://name                             an in-memory store shared by name within the process
 //	s3://bucket/prefix                     Amazon S3 or an S3-compatible server (aws-sdk-go-v2)
 //	minio://bucket/prefix                  the same, through minio-go
+//	gs://bucket/prefix                     Google Cloud Storage (cloud.google.com/go/storage)
 //	az://container/prefix                  Azure Blob Storage (also az://ACCOUNT.blob.core.windows.net/container/prefix)
 //
 // The driver packages must be imported (the root commitptr package imports

@@ -13,12 +13,19 @@ import (
 const ProbePrefix = "_probe/"
 
 // Probe proves that the store enforces conditional writes. It creates a
-// scratch object, then sends a create-if-absent and a compare-and-swap that
-// must both lose, and removes the object again. A store that lets either
-// through gets an error matching ErrNotEnforced, naming the condition that
-// was ignored; commitptr must not run on such a store. Drivers send every
-// conditional write as one request (see MaxConditionalSize), so the small
-// single PUTs of the probe cover every conditional path commitptr uses.
+// scratch object, sends a create-if-absent that must lose, replaces the
+// object by a compare-and-swap on its version token that must win, sends a
+// compare-and-swap on the now stale first token that must lose, and
+// removes the object again. A store that lets either losing write through
+// gets an error matching ErrNotEnforced, naming the condition that was
+// ignored; commitptr must not run on such a store.
+//
+// The stale token is one the store issued itself, never one made up: a
+// version token is opaque (Attrs.ETag), and a driver may refuse a token
+// of a form it never issues without asking the server, which would prove
+// nothing. Drivers send every conditional write as one request (see
+// MaxConditionalSize), so the small single writes of the probe cover every
+// conditional path commitptr uses.
 func Probe(ctx context.Context, s Store) error {
 	key := ProbePrefix + uuid.NewString()
 	first, err := s.Put(ctx, key, strings.NewReader("probe 1"), PutOptions{IfNoneMatch: true})
@@ -35,11 +42,17 @@ func Probe(ctx context.Context, s Store) error {
 		return fmt.Errorf("store: probe: %w", err)
 	}
 
-	stale := "0" + first.ETag // any ETag that is not the current one
-	_, err = s.Put(ctx, key, strings.NewReader("probe 3"), PutOptions{IfMatch: stale})
+	second, err := s.Put(ctx, key, strings.NewReader("probe 3"), PutOptions{IfMatch: first.ETag})
+	if err != nil {
+		return fmt.Errorf("store: probe %q: a compare-and-swap on the current version token %q failed: %w", key, first.ETag, err)
+	}
+	if second.ETag == first.ETag {
+		return fmt.Errorf("store: probe %q: a write left the version token %q unchanged, so a compare-and-swap cannot tell the versions apart: %w", key, first.ETag, ErrNotEnforced)
+	}
+	_, err = s.Put(ctx, key, strings.NewReader("probe 4"), PutOptions{IfMatch: first.ETag})
 	switch {
 	case err == nil:
-		return fmt.Errorf("store: probe %q: a write with a stale If-Match ETag succeeded: %w", key, ErrNotEnforced)
+		return fmt.Errorf("store: probe %q: a write with a stale If-Match version token succeeded: %w", key, ErrNotEnforced)
 	case !errors.Is(err, ErrPrecondition) && !errors.Is(err, ErrConflict):
 		return fmt.Errorf("store: probe: %w", err)
 	}

@@ -3,10 +3,20 @@
 // URL opening, request accounting and the precondition probe.
 //
 // The interface follows S3 semantics: whole-object writes, strong
-// read-after-write consistency, and conditional writes through ETags
-// (If-Match) and create-if-absent (If-None-Match: *). Everything above this
-// package (pointer CAS, leases, the collector) relies on those two
-// preconditions being enforced atomically by the store.
+// read-after-write consistency, and conditional writes: compare-and-swap
+// on a version token (If-Match) and create-if-absent (If-None-Match: *).
+// Everything above this package (pointer CAS, leases, the collector)
+// relies on those two preconditions being enforced atomically by the store.
+//
+// A version token (Attrs.ETag, Object.ETag) is opaque: each driver
+// defines its form, and it changes with every write of the object. The
+// S3 drivers and fs and mem use the entity tag without its quotes; the
+// gcs driver uses the object's generation number in decimal. Callers only
+// compare tokens for equality and pass them back to the driver that
+// issued them, in PutOptions.IfMatch and DeleteOptions.IfMatch; they never
+// parse, quote, unquote or make one up. A token of a form the driver
+// never issues names no version of the object, so a condition on it fails
+// (ErrPrecondition), possibly without a request.
 package store
 
 import (
@@ -32,18 +42,19 @@ type Store interface {
 
 	// Put writes the whole object. With opts.IfNoneMatch the write succeeds
 	// only if the key does not exist; with opts.IfMatch only if the current
-	// ETag equals it. A failed condition returns ErrPrecondition, also when
+	// version token equals it. A failed condition returns ErrPrecondition, also when
 	// IfMatch names a key that does not exist. A concurrent conditional write
 	// may return ErrConflict, which callers should retry.
 	Put(ctx context.Context, key string, body io.Reader, opts PutOptions) (Attrs, error)
 
 	// Delete removes the object. With opts.IfMatch it removes it only if
-	// the current ETag equals it, and returns ErrPrecondition otherwise.
+	// the current version token equals it, and returns ErrPrecondition
+	// otherwise.
 	// Deleting a missing key is not an error, with or without IfMatch: S3
 	// servers differ there, and either way the object is gone.
 	// A conditional delete is a capability, not a guarantee: some
-	// S3-compatible servers (gofakes3, MinIO) ignore If-Match on delete and
-	// remove the object anyway, so commitptr never relies on it.
+	// servers (gofakes3, MinIO, fake-gcs-server) ignore the condition on
+	// delete and remove the object anyway, so commitptr never relies on it.
 	Delete(ctx context.Context, key string, opts DeleteOptions) error
 
 	// DeleteMany removes the keys, sending at most MaxDeleteBatch keys per
@@ -75,7 +86,10 @@ const MaxListPage = 1000
 
 // Attrs are the attributes of an object, as returned by Get, Head and Put.
 type Attrs struct {
-	// ETag is the entity tag, without surrounding quotes.
+	// ETag is the object's version token: opaque, defined by the driver
+	// (an S3 entity tag without its quotes; a Cloud Storage generation),
+	// and different after every write of the key. Compare it for
+	// equality, or pass it back in IfMatch; nothing else.
 	ETag string
 	// Size is the object's length in bytes; -1 if the store did not say.
 	Size int64
@@ -101,7 +115,8 @@ type PutOptions struct {
 	// IfNoneMatch makes the write create-if-absent (If-None-Match: *).
 	IfNoneMatch bool
 	// IfMatch, when not empty, makes the write succeed only if the object's
-	// current ETag equals it (compare-and-swap).
+	// current version token (Attrs.ETag) equals it (compare-and-swap). The
+	// gcs driver sends it as ifGenerationMatch.
 	IfMatch string
 	// Size is the body length when the caller knows it; zero means unknown,
 	// and the driver reads the body to its end. Drivers use it to choose
@@ -115,7 +130,8 @@ type PutOptions struct {
 
 // DeleteOptions are the conditions of a Delete.
 type DeleteOptions struct {
-	// IfMatch, when not empty, deletes only if the current ETag equals it.
+	// IfMatch, when not empty, deletes only if the object's current
+	// version token (Attrs.ETag) equals it.
 	IfMatch string
 }
 
@@ -146,8 +162,9 @@ type ListPage struct {
 
 // Object is one entry of a listing.
 type Object struct {
-	Key          string
-	Size         int64
+	Key  string
+	Size int64
+	// ETag is the version token, as Attrs.ETag.
 	ETag         string
 	LastModified time.Time
 }

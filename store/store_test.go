@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,6 +31,44 @@ func (s ignoringCAS) Put(ctx context.Context, key string, body io.Reader, opts s
 	return s.Store.Put(ctx, key, body, opts)
 }
 
+// localTokens refuses, without asking the store below, an If-Match token
+// that it never handed out, as a driver may refuse a token of a form its
+// server never issues; and drops the condition of every other If-Match,
+// as a server that ignores it does. A probe that made up its stale token
+// would see the local refusal and approve the store.
+type localTokens struct {
+	store.Store
+	mu     sync.Mutex
+	issued map[string]bool
+}
+
+func (s *localTokens) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.mu.Lock()
+	known := s.issued[opts.IfMatch]
+	s.mu.Unlock()
+	if opts.IfMatch != "" && !known {
+		return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition, nil)
+	}
+	opts.IfMatch = ""
+	a, err := s.Store.Put(ctx, key, body, opts)
+	if err == nil {
+		s.mu.Lock()
+		s.issued[a.ETag] = true
+		s.mu.Unlock()
+	}
+	return a, err
+}
+
+// sameToken returns one version token for every write.
+type sameToken struct{ store.Store }
+
+func (s sameToken) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	opts.IfMatch = ""
+	a, err := s.Store.Put(ctx, key, body, opts)
+	a.ETag = "1"
+	return a, err
+}
+
 func TestProbe(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -39,6 +78,8 @@ func TestProbe(t *testing.T) {
 		{"enforcing", mem.New(), ""},
 		{"drops-all-conditions", ignoring{mem.New()}, "If-None-Match"},
 		{"drops-if-match", ignoringCAS{mem.New()}, "If-Match"},
+		{"refuses-unknown-tokens-locally", &localTokens{Store: mem.New(), issued: map[string]bool{}}, "stale If-Match"},
+		{"token-never-changes", sameToken{mem.New()}, "unchanged"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := store.Probe(context.Background(), c.s)

@@ -130,7 +130,7 @@ func acquireLease(ctx context.Context, s store.Store, name string, ttl, wait tim
 }
 
 // probeNewLease checks, before the first acquisition of a lease name, that
-// the store enforces conditional writes (one GET; the probe's four requests
+// the store enforces conditional writes (one GET; the probe's five requests
 // only for a new name).
 func probeNewLease(ctx context.Context, s store.Store, rawURL, name string) error {
 	if err := lease.CheckName(name); err != nil {

@@ -21,10 +21,12 @@ func newProbeCommand(g *globalOptions) *cobra.Command {
 		Use:   "probe URL",
 		Short: "Check that the store enforces conditional writes",
 		Long: `Probe proves that the store behind URL enforces the two conditions commitptr
-relies on. It creates a scratch object under _probe/, then sends a
-create-if-absent (If-None-Match: *) and a compare-and-swap with a stale ETag
-(If-Match), which must both be refused, and deletes the object again: four
-requests, and on S3 one more to ask whether the bucket keeps versions.
+relies on. It creates a scratch object under _probe/, sends a
+create-if-absent (If-None-Match: *) that must be refused, replaces the object
+by a compare-and-swap (If-Match) on its version token (an ETag; on gs:// a
+generation), sends a compare-and-swap on the now stale first token that must
+be refused, and deletes the object again: five requests, and on S3 one more
+to ask whether the bucket keeps versions.
 
 It also says whether the bucket keeps versions. On one that does, every
 delete of commitptr removes all versions of the key, and the probe leaves

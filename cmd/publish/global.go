@@ -24,6 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
 	_ "github.com/commitptr/commitptr/store/fs"     // registers file://
+	_ "github.com/commitptr/commitptr/store/gcs"    // registers gs://
 	_ "github.com/commitptr/commitptr/store/mem"    // registers mem://
 	_ "github.com/commitptr/commitptr/store/minio"  // registers minio://
 	_ "github.com/commitptr/commitptr/store/s3"     // registers s3://

@@ -1,7 +1,7 @@
 // Package teststores gives tests one fresh, empty store per driver: mem, fs,
-// the s3 and minio drivers against the real S3 test server, and the azblob
-// driver against Azurite. Tests that range over All check their invariants
-// on every driver.
+// the s3 and minio drivers against the real S3 test server, the gcs driver
+// against the Cloud Storage emulator and the azblob driver against Azurite.
+// Tests that range over All check their invariants on every driver.
 package teststores
 
 import (
@@ -17,10 +17,12 @@ import (
 	"testing"
 
 	"github.com/commitptr/commitptr/internal/azurite"
+	"github.com/commitptr/commitptr/internal/gcsserver"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
 	"github.com/commitptr/commitptr/store/fs"
+	_ "github.com/commitptr/commitptr/store/gcs" // registers gs://
 	"github.com/commitptr/commitptr/store/mem"
 	_ "github.com/commitptr/commitptr/store/minio" // registers minio://
 	_ "github.com/commitptr/commitptr/store/s3"    // registers s3://
@@ -32,9 +34,9 @@ type Factory struct {
 	New  func(t testing.TB) store.Store
 }
 
-// All returns a factory per driver. The s3 and minio factories start the
-// shared S3 test server on first use, the azblob factory the shared Azurite,
-// and fail the test if it cannot run.
+// All returns a factory per driver. The s3, minio, gcs and azblob factories
+// start the shared test servers on first use and fail the test if they
+// cannot run.
 func All() []Factory {
 	return []Factory{
 		{"mem", func(testing.TB) store.Store { return mem.New() }},
@@ -47,6 +49,7 @@ func All() []Factory {
 		}},
 		{"s3", func(t testing.TB) store.Store { return remote(t, "s3") }},
 		{"minio", func(t testing.TB) store.Store { return remote(t, "minio") }},
+		{"gcs", gcsStore},
 		{"azblob", azblobStore},
 	}
 }
@@ -75,6 +78,18 @@ func remote(t testing.TB, scheme string) store.Store {
 	s, err := store.Open(context.Background(), scheme+"://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
 	if err != nil {
 		t.Fatalf("open %s store: %v", scheme, err)
+	}
+	return s
+}
+
+// gcsStore opens a fresh bucket on the shared Cloud Storage emulator,
+// through store.Open as a user would.
+func gcsStore(t testing.TB) store.Store {
+	t.Helper()
+	srv := gcsserver.Shared(t)
+	s, err := store.Open(context.Background(), "gs://"+srv.NewBucket(t), store.Config{Endpoint: srv.Endpoint})
+	if err != nil {
+		t.Fatalf("open gcs store: %v", err)
 	}
 	return s
 }

@@ -1,0 +1,597 @@
+package gcs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"cloud.google.com/go/storage"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
+
+	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/store"
+)
+
+// PartSize is the largest body Put sends in one retryable request, and the
+// chunk size of a resumable upload. Put holds at most one chunk in memory,
+// and the client library a copy of it.
+const PartSize = 16 << 20
+
+// maxAttempts is how often the client sends a request that fails with a
+// retryable error, the first attempt included.
+const maxAttempts = 3
+
+// deleteWorkers is how many DELETE requests DeleteMany keeps in flight:
+// the JSON API deletes one object per request.
+const deleteWorkers = 16
+
+// EmulatorEnv names the environment variable that points the driver at an
+// emulator, as Google's client libraries read it: host:port or a URL.
+const EmulatorEnv = "STORAGE_EMULATOR_HOST"
+
+// Options configures New.
+type Options struct {
+	// Bucket is the bucket name. It is required.
+	Bucket string
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:4443.
+	// Empty means $STORAGE_EMULATOR_HOST, then Cloud Storage itself. An
+	// http:// endpoint is an emulator, or a proxy that authenticates on
+	// its own: the driver sends it no credentials, so that none travel in
+	// clear text. An https:// endpoint gets the credentials of Application
+	// Default Credentials, as Cloud Storage does.
+	Endpoint string
+	// Transport, if not nil, sends the HTTP requests (below the
+	// credentials); the default is an http.Transport with Timeouts applied.
+	Transport http.RoundTripper
+	// Timeouts bound each request; zero fields are the defaults.
+	Timeouts store.Timeouts
+}
+
+// Store is a store.Store backed by one Cloud Storage bucket. It is safe for
+// concurrent use.
+type Store struct {
+	client   *storage.Client
+	bucket   *storage.BucketHandle // without retry settings: see object
+	lister   *storage.BucketHandle // bucket with the retry policy, for List
+	name     string                // the bucket's name
+	endpoint string                // scheme://host, for error messages
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store for opts.Bucket. It sends no request, so a wrong
+// bucket, endpoint or credential shows up in the first operation. Finding
+// Application Default Credentials reads the environment and files only;
+// the metadata server, where it is the source, is asked on first use.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if err := checkBucket(opts.Bucket); err != nil {
+		return nil, err
+	}
+	raw := opts.Endpoint
+	if raw == "" {
+		raw = os.Getenv(EmulatorEnv)
+		if raw != "" && !strings.Contains(raw, "://") {
+			raw = "http://" + raw
+		}
+	}
+	base := opts.Transport
+	if base == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		httptimeout.Apply(tr, opts.Timeouts)
+		base = tr
+	}
+	base = httptimeout.RoundTripper(transport{base: base}, opts.Timeouts)
+	endpoint := "https://storage.googleapis.com"
+	clientOpts := []option.ClientOption{storage.WithXMLReads(), storage.WithDisabledClientMetrics()}
+	if raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return nil, fmt.Errorf("gcs: bad endpoint %q: want http://host[:port] or https://host[:port]", raw)
+		}
+		endpoint = u.Scheme + "://" + u.Host
+		clientOpts = append(clientOpts, option.WithEndpoint(endpoint+"/storage/v1/"))
+	}
+	var rt http.RoundTripper = base
+	if strings.HasPrefix(endpoint, "https://") {
+		var err error
+		rt, err = htransport.NewTransport(ctx, base, option.WithScopes(storage.ScopeFullControl))
+		if err != nil {
+			return nil, fmt.Errorf("gcs: credentials (Application Default Credentials): %w", err)
+		}
+	} else {
+		clientOpts = append(clientOpts, option.WithoutAuthentication())
+	}
+	clientOpts = append(clientOpts, option.WithHTTPClient(&http.Client{Transport: rt}))
+	client, err := storage.NewClient(ctx, clientOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcs: endpoint %s: %w", endpoint, err)
+	}
+	b := client.Bucket(opts.Bucket)
+	return &Store{client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)), name: opts.Bucket, endpoint: endpoint}, nil
+}
+
+// retries is the retry policy of every request: any request may be
+// retried, also an unconditional write or delete, as the S3 drivers do
+// (the outcome is the same either way), with as many attempts as the S3
+// drivers make, so that an endpoint that times out fails an operation
+// after about 3 times the limit. The client's uploads ignore the number
+// of attempts (they retry until a deadline), so the last option counts
+// them too.
+//
+// The options go on each object handle, never on the client: a handle's
+// Retryer changes the retry settings it shares with the client in place.
+func retries() []storage.RetryOption {
+	var n atomic.Int32
+	return []storage.RetryOption{
+		storage.WithPolicy(storage.RetryAlways),
+		storage.WithMaxAttempts(maxAttempts),
+		storage.WithErrorFunc(func(err error) bool {
+			return n.Add(1) < maxAttempts && storage.ShouldRetry(err)
+		}),
+	}
+}
+
+// object returns a handle on key with the retry policy of one operation.
+func (s *Store) object(key string) *storage.ObjectHandle {
+	return s.bucket.Object(key).Retryer(retries()...)
+}
+
+// checkBucket refuses names that Cloud Storage would refuse: 3 to 222
+// characters of lower case letters, digits, '-', '_' and '.'.
+func checkBucket(name string) error {
+	if name == "" {
+		return errors.New("gcs: no bucket name given")
+	}
+	if len(name) < 3 || len(name) > 222 {
+		return fmt.Errorf("gcs: bad bucket name %q: want 3 to 222 characters", name)
+	}
+	for i := range len(name) {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("gcs: bad bucket name %q: want lower case letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	return nil
+}
+
+// Close releases the client's resources.
+func (s *Store) Close() error { return s.client.Close() }
+
+// token is the version token of a generation: its decimal form.
+func token(generation int64) string { return strconv.FormatInt(generation, 10) }
+
+// generation reads a version token that Put, Head, Get or List returned.
+// Anything else (another form of the same number, 0, which the API takes
+// for "does not exist", or a token of another driver) names no
+// generation of the object, so a condition on it cannot hold: ok is
+// false, and the caller reports a failed precondition without asking.
+func generation(tok string) (gen int64, ok bool) {
+	gen, err := strconv.ParseInt(tok, 10, 64)
+	if err != nil || gen <= 0 || token(gen) != tok {
+		return 0, false
+	}
+	return gen, true
+}
+
+// Get implements store.Store. It sends one GET, for the stored bytes
+// (no decompressive transcoding of gzip objects).
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	if err := checkKey(key); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidKey, err)
+	}
+	ctx, x := withExchange(ctx)
+	r, err := s.object(key).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, store.Attrs{}, s.classify("get", key, err)
+	}
+	body := &reader{r: r, x: x, key: key}
+	h := x.header()
+	a := store.Attrs{
+		ETag:            token(r.Attrs.Generation),
+		Size:            r.Attrs.Size,
+		LastModified:    r.Attrs.LastModified,
+		ServerTime:      x.serverTime(),
+		ContentType:     r.Attrs.ContentType,
+		ContentEncoding: r.Attrs.ContentEncoding,
+		Metadata:        metadataOf(h),
+	}
+	return body, a, nil
+}
+
+// reader is the body of a Get. The client resumes a download whose body
+// fails with a ranged request; when that fails too, its error no longer
+// says why the first one did (an idle timeout, naming the endpoint), so
+// reader adds that cause.
+type reader struct {
+	r   *storage.Reader
+	x   *exchange
+	key string
+}
+
+func (b *reader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		if first := b.x.bodyError(); first != nil && !errors.Is(err, first) {
+			err = fmt.Errorf("%w (resuming the download failed too: %v)", first, err)
+		}
+		err = store.Wrap("get", b.key, nil, fmt.Errorf("read body: %w", err))
+	}
+	return n, err
+}
+
+func (b *reader) Close() error { return b.r.Close() }
+
+// metadataOf reads user metadata from the x-goog-meta- headers of a
+// download.
+func metadataOf(h http.Header) map[string]string {
+	var m map[string]string
+	for k, v := range h {
+		if name, ok := strings.CutPrefix(strings.ToLower(k), "x-goog-meta-"); ok && len(v) > 0 {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[name] = v[0]
+		}
+	}
+	return m
+}
+
+// Head implements store.Store. It sends one GET of the object's metadata.
+func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+	if err := checkKey(key); err != nil {
+		return store.Attrs{}, store.Wrap("head", key, store.ErrInvalidKey, err)
+	}
+	ctx, x := withExchange(ctx)
+	oa, err := s.object(key).Attrs(ctx)
+	if err != nil {
+		return store.Attrs{}, s.classify("head", key, err)
+	}
+	a := attrsOf(oa)
+	a.ServerTime = x.serverTime()
+	return a, nil
+}
+
+func attrsOf(oa *storage.ObjectAttrs) store.Attrs {
+	return store.Attrs{
+		ETag:            token(oa.Generation),
+		Size:            oa.Size,
+		LastModified:    oa.Updated,
+		ContentType:     oa.ContentType,
+		ContentEncoding: oa.ContentEncoding,
+		Metadata:        lowerKeys(oa.Metadata),
+	}
+}
+
+func lowerKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// checkKey refuses object names that Cloud Storage refuses: empty, longer
+// than 1024 bytes, not UTF-8, or with a carriage return or line feed.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case len(key) > 1024:
+		return fmt.Errorf("key of %d bytes: Cloud Storage takes at most 1024", len(key))
+	case strings.ContainsAny(key, "\r\n"):
+		return errors.New("key contains a carriage return or line feed")
+	case !utf8.ValidString(key):
+		return errors.New("key is not UTF-8")
+	}
+	return nil
+}
+
+// Put implements store.Store. A condition goes on the upload as
+// ifGenerationMatch: the generation of IfMatch, or 0 (the object does not
+// exist) for IfNoneMatch. A conditional write always goes up in one
+// request of at most store.MaxConditionalSize bytes, read into memory
+// first; up to PartSize bytes it is retried, beyond that not. An
+// unconditional body of at most PartSize bytes (or of unknown size that
+// turns out to fit) goes up in one request too; a larger one goes up as a
+// resumable upload in chunks of PartSize.
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if err := checkPut(key, body, opts); err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
+	var conds *storage.Conditions
+	switch {
+	case opts.IfMatch != "":
+		gen, ok := generation(opts.IfMatch)
+		if !ok {
+			return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition,
+				fmt.Errorf("IfMatch %q is not a generation of the object", opts.IfMatch))
+		}
+		conds = &storage.Conditions{GenerationMatch: gen}
+	case opts.IfNoneMatch:
+		conds = &storage.Conditions{DoesNotExist: true}
+	}
+	limit := int64(PartSize)
+	if conds != nil {
+		if opts.Size > store.MaxConditionalSize {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; Size is %d", store.MaxConditionalSize, opts.Size))
+		}
+		limit = store.MaxConditionalSize
+	}
+	head, capacity := limit, int64(0)
+	if opts.Size > 0 {
+		head = min(opts.Size, limit)
+		capacity = head
+	}
+	buf, eof, err := fill(body, make([]byte, 0, capacity), int(head))
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+	}
+	var src io.Reader = bytes.NewReader(buf)
+	chunk := len(buf) + 1 // more than the body: one request, retryable
+	if !eof {
+		var one [1]byte
+		n, err := io.ReadFull(body, one[:])
+		switch {
+		case err == io.EOF:
+			eof = true
+		case err != nil:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		case opts.Size > 0 && int64(len(buf)) >= opts.Size:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body is longer than Size %d", opts.Size))
+		case conds != nil:
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
+		default:
+			src = &sized{r: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(one[:n]), body), want: opts.Size}
+			chunk = PartSize
+		}
+	}
+	if eof {
+		if opts.Size > 0 && int64(len(buf)) != opts.Size {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", len(buf), opts.Size))
+		}
+		if len(buf) > PartSize {
+			chunk = 0 // a large conditional body: one request, without the library's second copy
+		}
+	}
+
+	obj := s.object(key)
+	if conds != nil {
+		obj = obj.If(*conds)
+	}
+	ctx, x := withExchange(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := obj.NewWriter(wctx)
+	w.ChunkSize = chunk
+	w.ContentType = opts.ContentType
+	w.ContentEncoding = opts.ContentEncoding
+	w.ForceEmptyContentType = opts.ContentType == ""
+	if len(opts.Metadata) > 0 {
+		w.Metadata = make(map[string]string, len(opts.Metadata))
+		for k, v := range opts.Metadata {
+			w.Metadata[k] = v
+		}
+	}
+	if _, err := io.Copy(w, src); err != nil {
+		cancel() // abandons the upload; Close then reports why
+		w.Close()
+		return store.Attrs{}, s.classify("put", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return store.Attrs{}, s.classify("put", key, err)
+	}
+	a := attrsOf(w.Attrs())
+	a.ServerTime = x.serverTime()
+	a.Metadata = lowerKeys(opts.Metadata)
+	return a, nil
+}
+
+// sized passes a body through and fails it, before the upload is
+// finalized, if its length is not want (when want is not 0).
+type sized struct {
+	r    io.Reader
+	want int64
+	n    int64
+}
+
+func (s *sized) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	switch {
+	case s.want > 0 && s.n > s.want:
+		return n, fmt.Errorf("body is longer than Size %d", s.want)
+	case err == io.EOF && s.want > 0 && s.n != s.want:
+		return n, fmt.Errorf("body has %d bytes, but Size says %d", s.n, s.want)
+	}
+	return n, err
+}
+
+// fill reads from r into buf[:0] until it holds n bytes or r ends, growing
+// buf as needed but never beyond n bytes. eof reports that r ended.
+func fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), n))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// checkPut rejects input that Cloud Storage would refuse or misread.
+func checkPut(key string, body io.Reader, opts store.PutOptions) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	switch {
+	case body == nil:
+		return errors.New("nil body")
+	case opts.Size < 0 || opts.Size > 5<<40:
+		return fmt.Errorf("size %d out of range (at most 5 TiB, the Cloud Storage limit)", opts.Size)
+	case opts.IfMatch != "" && opts.IfNoneMatch:
+		return errors.New("IfMatch and IfNoneMatch are exclusive")
+	}
+	for k := range opts.Metadata {
+		if k == "" || strings.ToLower(k) != k {
+			return fmt.Errorf("bad metadata key %q: want lower case", k)
+		}
+	}
+	return nil
+}
+
+// Delete implements store.Store. With IfMatch the DELETE carries
+// ifGenerationMatch.
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	if err := checkKey(key); err != nil {
+		return store.Wrap("delete", key, store.ErrInvalidKey, err)
+	}
+	obj := s.object(key)
+	if opts.IfMatch != "" {
+		gen, ok := generation(opts.IfMatch)
+		if !ok {
+			return store.Wrap("delete", key, store.ErrPrecondition, fmt.Errorf("IfMatch %q is not a generation of the object", opts.IfMatch))
+		}
+		obj = obj.If(storage.Conditions{GenerationMatch: gen})
+	}
+	err := obj.Delete(ctx)
+	// A missing key is success even with IfMatch: the object is gone either
+	// way (see store.Store.Delete).
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return nil
+	}
+	return s.classify("delete", key, err)
+}
+
+// DeleteMany implements store.Store. The JSON API deletes one object per
+// request, so DeleteMany sends one DELETE per key, deleteWorkers at a time;
+// store.Count counts requests by kind as S3 bills them, one per
+// store.MaxDeleteBatch keys, which is fewer than Cloud Storage receives.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var (
+		mu       sync.Mutex
+		failed   []string
+		firstErr error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteWorkers)
+	for _, k := range keys {
+		g.Go(func() error {
+			err := gctx.Err()
+			if err == nil {
+				err = s.Delete(gctx, k, store.DeleteOptions{})
+			}
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, k)
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait() //nolint:errcheck // the goroutines return nil
+	if firstErr == nil {
+		return nil
+	}
+	var class error
+	for _, c := range []error{store.ErrAccess, store.ErrNoBucket, store.ErrInvalidKey} {
+		if errors.Is(firstErr, c) {
+			class = c
+		}
+	}
+	return store.Wrap("delete-many", failed[0], class,
+		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), keyList(failed), firstErr))
+}
+
+// keyList names the first few keys.
+func keyList(keys []string) string {
+	const show = 10
+	var b strings.Builder
+	for i, k := range keys {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(keys)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	return b.String()
+}
+
+// List implements store.Store with one objects.list request. StartAfter
+// becomes the API's startOffset (which is inclusive) at the next possible
+// name; the page token is the API's.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	maxKeys := req.MaxKeys
+	if maxKeys <= 0 || maxKeys > store.MaxListPage {
+		maxKeys = store.MaxListPage
+	}
+	q := &storage.Query{Prefix: req.Prefix, Delimiter: req.Delimiter, Projection: storage.ProjectionNoACL}
+	if req.Token == "" && req.StartAfter != "" {
+		q.StartOffset = req.StartAfter + "\x00"
+	}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
+		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
+	}
+	it := s.lister.Objects(ctx, q)
+	it.PageInfo().MaxSize = maxKeys
+	it.PageInfo().Token = req.Token
+	var page store.ListPage
+	for {
+		oa, err := it.Next()
+		if err == iterator.Done {
+			return page, nil
+		}
+		if err != nil {
+			return store.ListPage{}, s.classify("list", req.Prefix, err)
+		}
+		if oa.Prefix != "" {
+			page.Prefixes = append(page.Prefixes, oa.Prefix)
+		} else {
+			page.Objects = append(page.Objects, store.Object{
+				Key: oa.Name, Size: oa.Size, ETag: token(oa.Generation), LastModified: oa.Updated,
+			})
+		}
+		// One page of the API is one page of ours: stop where its entries
+		// end, before the iterator asks for the next one. Its token then
+		// continues after it.
+		if it.PageInfo().Remaining() == 0 {
+			page.Next = it.PageInfo().Token
+			return page, nil
+		}
+	}
+}
