@@ -118,17 +118,13 @@ func New(opts Options) (*Store, error) {
 	if conn == "" {
 		conn = os.Getenv(ConnectionStringEnv)
 	}
-	account := opts.Account
-	if account == "" {
-		account = os.Getenv("AZURE_STORAGE_ACCOUNT")
-	}
 	cs, err := parseConnectionString(conn)
 	if err != nil {
 		return nil, err
 	}
-	if account == "" {
-		account = cs["accountname"]
-	}
+	// The account a connection string's key is for wins over the
+	// environment's.
+	account := cmpOr(opts.Account, cmpOr(cs["accountname"], os.Getenv("AZURE_STORAGE_ACCOUNT")))
 	service := opts.ServiceURL
 	if service == "" {
 		service = cs["blobendpoint"]
