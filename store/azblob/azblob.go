@@ -60,8 +60,9 @@ type Options struct {
 	// http://127.0.0.1:10000/devstoreaccount1. Empty means the connection
 	// string's BlobEndpoint, or the account's public endpoint.
 	ServiceURL string
-	// Account is the storage account name, used when ServiceURL is empty
-	// and there is no connection string. Empty means AZURE_STORAGE_ACCOUNT.
+	// Account is the storage account name: it names the public endpoint
+	// when ServiceURL is empty and signs an account key. Empty means the
+	// connection string's AccountName, then AZURE_STORAGE_ACCOUNT.
 	Account string
 	// ConnectionString, if not empty, holds the credentials (an account key
 	// or a shared access signature). Empty means
@@ -118,17 +119,13 @@ func New(opts Options) (*Store, error) {
 	if conn == "" {
 		conn = os.Getenv(ConnectionStringEnv)
 	}
-	account := opts.Account
-	if account == "" {
-		account = os.Getenv("AZURE_STORAGE_ACCOUNT")
-	}
 	cs, err := parseConnectionString(conn)
 	if err != nil {
 		return nil, err
 	}
-	if account == "" {
-		account = cs["accountname"]
-	}
+	// The account a connection string's key is for wins over the
+	// environment's.
+	account := cmpOr(opts.Account, cmpOr(cs["accountname"], os.Getenv("AZURE_STORAGE_ACCOUNT")))
 	service := opts.ServiceURL
 	if service == "" {
 		service = cs["blobendpoint"]

@@ -273,6 +273,16 @@ func TestWrongCredentials(t *testing.T) {
 	check("delete-many", s.DeleteMany(ctx, []string{"a", "b"}))
 }
 
+// TestAccountOfConnectionString: the connection string's account signs
+// its key, whatever AZURE_STORAGE_ACCOUNT says.
+func TestAccountOfConnectionString(t *testing.T) {
+	srv := azurite.Shared(t)
+	t.Setenv("AZURE_STORAGE_ACCOUNT", "someotheraccount")
+	s, err := azblob.New(azblob.Options{Container: srv.NewContainer(t), ConnectionString: srv.ConnectionString})
+	require.NoError(t, err)
+	putString(t, s, "k", "v", store.PutOptions{})
+}
+
 func TestMissingContainer(t *testing.T) {
 	srv := azurite.Shared(t)
 	s, err := azblob.New(azblob.Options{Container: "no-such-container-x7", ConnectionString: srv.ConnectionString})
