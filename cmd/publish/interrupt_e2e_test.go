@@ -107,4 +107,3 @@ func TestInterruptedRunQuiet(t *testing.T) {
 		})
 	}
 }
-
