@@ -197,6 +197,12 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 					return nil, tx.abort(ctx, fmt.Errorf("%w; rebase: %w", &ConflictError{Winner: tx.winner, Seq: next.Seq}, err))
 				}
 			}
+			if n := tx.Rebased(); n > 0 {
+				// Writers that keep losing to each other spread out, as
+				// Update's retries do: all rebasing on one head at once,
+				// only one of them can win.
+				ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1))
+			}
 			rm, sum, err := tx.rebaseOn(ctx, rs, got, attrs, opts, next.Seq)
 			if err != nil {
 				return nil, tx.abort(ctx, err)

@@ -452,11 +452,73 @@ func TestRebaseFenced(t *testing.T) {
 }
 
 // TestRebaseHorizon: the collector's horizon is held against the Tx's
-// staging start, not the time of the rebase: a horizon published past it
+// staging start, not the time of the rebase: a horizon published at it
 // while the commit was losing refuses the rebased commit; and the
 // collector keeps the objects of a rebased generation, which sit under
-// the Tx's own id, outside the chain.
+// the Tx's own id, outside the chain. On every driver; the staging start
+// is the Date of the Tx's pointer GET, as TestHorizonSameSecond reads it.
 func TestRebaseHorizon(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		seen := &pointerTimes{Store: s}
+		fs := faultstore.New(seen)
+		d := commit.New(fs)
+		direct := commit.New(s)
+		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+
+		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+		start := seen.last()
+		require.False(t, start.IsZero())
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			_, err := publish(t, direct, map[string]string{"seed": "1"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			cur, attrs, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			cur.GCHorizon = start
+			_, err = pointer.Write(ctx, s, cur, attrs.ETag)
+			require.NoError(t, err)
+		}})
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.ErrorIs(t, err, commit.ErrStale)
+		assert.Equal(t, 1, tx.Rebased())
+		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+		assert.Equal(t, map[string]string{"seed": "1"}, contents(t, d))
+
+		// A rebased commit, then a collection that takes everything it
+		// can: no kept ancestors, no grace, no orphan age. It begins once
+		// the store's clock (whole seconds on S3) has passed the horizon.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			_, attrs, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			if attrs.ServerTime.After(start) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the store's clock stands at %s", attrs.ServerTime)
+			time.Sleep(50 * time.Millisecond)
+		}
+		tx = partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			_, err := publish(t, direct, map[string]string{"seed": "2"}, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+		p, err := tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.Equal(t, 1, tx.Rebased())
+		_, err = gc.Run(ctx, s, gc.Options{Keep: -1, Grace: -1, OrphanAge: -1})
+		require.NoError(t, err)
+		assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
+		assert.Equal(t, map[string]string{"seed": "2", "mine/f": "mine", "mine/g": "mine"}, contents(t, d))
+		left := keysUnder(t, s, generation.Prefix(tx.Generation()))
+		assert.Subset(t, left, []string{generation.DataKey(tx.Generation(), "mine/f"), generation.DataKey(tx.Generation(), "mine/g")},
+			"the rebased generation's objects stay")
+	})
+}
+
+// TestRebaseHorizonCollected: with the store's clock controlled, the
+// collector, run past the orphan age, deletes the superseded first
+// manifest of a rebased commit and keeps its objects.
+func TestRebaseHorizonCollected(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -467,26 +529,7 @@ func TestRebaseHorizon(t *testing.T) {
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-
-	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
-	start := now
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		advance(time.Hour)
-		_, err := publish(t, direct, map[string]string{"seed": "1"}, commit.CommitOptions{})
-		require.NoError(t, err)
-		cur, attrs, err := pointer.Read(ctx, s)
-		require.NoError(t, err)
-		cur.GCHorizon = start
-		_, err = pointer.Write(ctx, s, cur, attrs.ETag)
-		require.NoError(t, err)
-	}})
-	_, err = tx.Commit(ctx, commit.CommitOptions{})
-	require.ErrorIs(t, err, commit.ErrStale)
-	assert.Equal(t, 1, tx.Rebased())
-	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
-
-	// A rebased commit, then a collection that takes everything it can.
-	tx = partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 		_, err := publish(t, direct, map[string]string{"seed": "2"}, commit.CommitOptions{})
 		require.NoError(t, err)
