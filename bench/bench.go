@@ -7,11 +7,15 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	mrand "math/rand/v2"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -21,6 +25,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 )
@@ -259,4 +264,250 @@ func Collect(ctx context.Context, s store.Store, gens, objs int) (Result, error)
 		"deletions_per_second": float64(rep.ObjectsDeleted) / elapsed.Seconds(),
 	}
 	return r, nil
+}
+
+// Partitions runs writers that each commit, over and over, their own path
+// of one dataset (a Tx that keeps every file and replaces one), for the
+// given duration, with rebase on or off. A commit that loses starts again
+// from Begin after a jittered backoff (5 ms base, 500 ms cap), as
+// Dataset.Update does; with rebase on, it loses only past the rebase
+// bounds. It reports goodput, attempts and rebases per success, and
+// latency including retries. At the end every writer's path must hold its
+// count of successes: a lost update fails the scenario.
+func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, dur time.Duration) (Result, error) {
+	c := store.Count(store.WithPrefix(s, "bench/partitions-"+uuid.NewString()[:8]+"/"))
+	d := commit.New(c)
+	retry := commit.Retry{Attempts: 1000, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}
+	if _, err := d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+		return tx.PutBytes(ctx, "seed", []byte("0"))
+	}); err != nil {
+		return Result{}, err
+	}
+	var (
+		mu                sync.Mutex
+		lat               []time.Duration
+		errs              int
+		attempts, rebases atomic.Int64
+		wg                sync.WaitGroup
+		successes         = make([]int, writers)
+	)
+	runCtx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	start := time.Now()
+	for w := range writers {
+		path := fmt.Sprintf("w%02d/part", w)
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				var err error
+				for try := 0; ; try++ {
+					if try > 0 {
+						if serr := sleepJitter(runCtx, retry, try-1); serr != nil {
+							err = serr
+							break
+						}
+					}
+					attempts.Add(1)
+					var tx *commit.Tx
+					if tx, err = d.Begin(runCtx); err != nil {
+						break
+					}
+					err = tx.KeepAll(runCtx)
+					if err == nil {
+						err = tx.PutBytes(runCtx, path, []byte(strconv.Itoa(successes[w]+1)))
+					}
+					if err == nil && rebase {
+						err = tx.EnableRebase(commit.Rebase{Scope: fmt.Sprintf("w%02d/", w)})
+					}
+					if err != nil {
+						tx.Discard(context.WithoutCancel(runCtx)) //nolint:errcheck // best effort
+						break
+					}
+					_, err = tx.Commit(runCtx, commit.CommitOptions{})
+					rebases.Add(int64(tx.Rebased()))
+					if !errors.Is(err, commit.ErrConflict) || try+1 >= retry.Attempts {
+						break
+					}
+				}
+				mu.Lock()
+				switch {
+				case err == nil:
+					successes[w]++
+					lat = append(lat, time.Since(t0))
+				case runCtx.Err() == nil:
+					errs++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	mode := "off"
+	if rebase {
+		mode = "on"
+	}
+	r := summarize(fmt.Sprintf("partitions writers=%d rebase=%s", writers, mode), lat, errs, elapsed, c.Counts())
+	if r.Ops == 0 {
+		return r, fmt.Errorf("bench: livelock: %d writers made no progress in %s", writers, dur)
+	}
+	r.Extra = map[string]float64{
+		"writers":              float64(writers),
+		"attempts_per_success": float64(attempts.Load()) / float64(r.Ops),
+		"rebases_per_success":  float64(rebases.Load()) / float64(r.Ops),
+	}
+	snap, err := d.Open(ctx)
+	if err != nil {
+		return r, err
+	}
+	for w, n := range successes {
+		if n == 0 {
+			continue
+		}
+		b, err := snap.ReadFile(ctx, fmt.Sprintf("w%02d/part", w))
+		if err != nil {
+			return r, err
+		}
+		if got, _ := strconv.Atoi(string(b)); got != n {
+			return r, fmt.Errorf("bench: lost update: writer %d committed %d times, its file says %d", w, n, got)
+		}
+	}
+	return r, nil
+}
+
+// sleepJitter sleeps a full-jitter backoff for the attempt.
+func sleepJitter(ctx context.Context, r commit.Retry, attempt int) error {
+	d := r.Base << min(attempt, 30)
+	if d <= 0 || d > r.Max {
+		d = r.Max
+	}
+	t := time.NewTimer(mrand.N(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// PartitionPublish is what one run of concurrent partition publishes
+// measured.
+type PartitionPublish struct {
+	Writers, FilesPer, Size int
+	Commits, Lost           int
+	Rebases                 int
+	// UploadedTwice counts data objects written more than once.
+	UploadedTwice int
+	DataPuts      int
+	Requests      store.Counts
+	// Floor is Σ(K_i + 3): each commit's data PUTs, manifest PUT, pointer
+	// GET and PUT. RebaseFloor adds, per rebase, the head's manifest GET,
+	// a manifest PUT, and a pointer GET and PUT.
+	Floor, RebaseFloor int
+	Elapsed            time.Duration
+}
+
+// PartitionPuts runs writers concurrent publishes of one partition each,
+// as 'publish put --into pNN/' does: Begin, keep every file, replace
+// those under the prefix with files of size bytes, rebase within the
+// prefix, commit once. It counts the store's requests and the PUTs of
+// every data key.
+func PartitionPuts(ctx context.Context, s store.Store, writers, files, size int) (PartitionPublish, error) {
+	ps := store.WithPrefix(s, "bench/partition-puts-"+uuid.NewString()[:8]+"/")
+	if _, err := commit.New(ps).Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+		return tx.PutBytes(ctx, "seed", []byte("0"))
+	}); err != nil {
+		return PartitionPublish{}, err
+	}
+	puts := &keyPuts{Store: ps, n: map[string]int{}}
+	c := store.Count(puts)
+	d := commit.New(c)
+	data := payload(size)
+	res := PartitionPublish{Writers: writers, FilesPer: files, Size: size}
+	var mu sync.Mutex
+	g := sync.WaitGroup{}
+	var firstErr error
+	start := time.Now()
+	for w := range writers {
+		g.Go(func() {
+			prefix := fmt.Sprintf("p%02d/", w)
+			err := func() error {
+				tx, err := d.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if err := tx.KeepAll(ctx); err != nil {
+					return err
+				}
+				for i := range files {
+					if err := tx.PutBytes(ctx, fmt.Sprintf("%sf%02d", prefix, i), data); err != nil {
+						return err
+					}
+				}
+				if err := tx.EnableRebase(commit.Rebase{Scope: prefix}); err != nil {
+					return err
+				}
+				_, err = tx.Commit(ctx, commit.CommitOptions{})
+				mu.Lock()
+				defer mu.Unlock()
+				res.Rebases += tx.Rebased()
+				switch {
+				case err == nil:
+					res.Commits++
+				case errors.Is(err, commit.ErrConflict):
+					res.Lost++
+				default:
+					return err
+				}
+				return nil
+			}()
+			if err != nil {
+				mu.Lock()
+				firstErr = cmpOr(firstErr, err)
+				mu.Unlock()
+			}
+		})
+	}
+	g.Wait()
+	res.Elapsed = time.Since(start)
+	res.Requests = c.Counts()
+	for _, n := range puts.counts() {
+		res.DataPuts += n
+		if n > 1 {
+			res.UploadedTwice++
+		}
+	}
+	res.Floor = writers * (files + 3)
+	res.RebaseFloor = res.Floor + 4*res.Rebases
+	return res, firstErr
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// keyPuts counts the PUTs of each data key (not manifests or the pointer).
+type keyPuts struct {
+	store.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (k *keyPuts) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if strings.HasPrefix(key, generation.Dir) && path.Base(key) != generation.ManifestName {
+		k.mu.Lock()
+		k.n[key]++
+		k.mu.Unlock()
+	}
+	return k.Store.Put(ctx, key, body, opts)
+}
+
+func (k *keyPuts) counts() map[string]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.n)
 }

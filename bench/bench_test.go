@@ -51,3 +51,32 @@ func TestLeaseHandoffAndCollect(t *testing.T) {
 	assert.EqualValues(t, 19*4, r.Extra["objects_deleted"], "all but the current generation: 3 files and a manifest each")
 	assert.EqualValues(t, 1, r.Requests["delete-many"])
 }
+
+func TestPartitionsRebase(t *testing.T) {
+	ctx := context.Background()
+	var on, off []bench.Result
+	for _, w := range []int{1, 4} {
+		for _, rebase := range []bool{true, false} {
+			r, err := bench.Partitions(ctx, mem.New(), w, rebase, 300*time.Millisecond)
+			require.NoError(t, err, "no lost update, no livelock")
+			assert.Positive(t, r.Ops)
+			if rebase {
+				on = append(on, r)
+			} else {
+				off = append(off, r)
+				assert.Zero(t, r.Extra["rebases_per_success"])
+			}
+		}
+	}
+	svg := bench.PartitionsSVG(on, off)
+	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the plot is well-formed XML")
+	assert.Equal(t, 2, bytes.Count(svg, []byte("<polyline")))
+
+	p, err := bench.PartitionPuts(ctx, mem.New(), 8, 5, 1024)
+	require.NoError(t, err)
+	assert.Equal(t, 8, p.Commits, "disjoint partitions all commit")
+	assert.Zero(t, p.Lost)
+	assert.Zero(t, p.UploadedTwice)
+	assert.Equal(t, 8*5, p.DataPuts)
+	assert.GreaterOrEqual(t, int(p.Requests.Total()), p.RebaseFloor)
+}

@@ -102,30 +102,24 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, generation.ManifestKey(tx.gen))
 	tx.mu.Unlock()
-	if err := tx.putManifest(ctx, stored); err != nil {
+	if err := tx.putManifest(ctx, generation.ManifestKey(tx.gen), stored); err != nil {
 		// The pointer is untouched, so this generation cannot be live.
 		return nil, tx.abort(ctx, fmt.Errorf("commit: write manifest: %w", err))
 	}
 
-	next := &pointer.Pointer{
-		Seq:            m.Seq,
-		Generation:     tx.gen,
-		Parent:         m.Parent,
-		Manifest:       generation.ManifestKey(tx.gen),
-		ManifestSHA256: hex.EncodeToString(sum[:]),
-		CommittedAt:    time.Now().UTC(),
-		Writer:         tx.d.writer,
-		Message:        opts.Message,
-		Meta:           opts.Meta,
-	}
+	next := newPointer(m, hex.EncodeToString(sum[:]), opts)
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
 	if err := encodes(next); err != nil {
 		return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
+	// base is the pointer next builds on: the Tx's base, or after a
+	// rebase the head it rebased on.
+	base := tx.base
 	cur, etag := tx.base, tx.baseETag
-	var sent []string           // the write ids of the pointer writes sent
-	sentOn := map[string]bool{} // the ETags those writes were conditioned on
+	var sent []string           // the write ids of the pointer writes sent since the last rebase
+	sentOn := map[string]bool{} // the ETags the writes sent were conditioned on
+	var rs *rebaseState
 	for attempt := 0; ; attempt++ {
 		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
 			if sentOn[etag] {
@@ -157,6 +151,10 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		sent, sentOn[etag] = append(sent, next.WriteID), true
+		last := *next
+		tx.mu.Lock()
+		tx.lastSent = &last
+		tx.mu.Unlock()
 		if werr == nil {
 			return next, tx.confirmHold(ctx, next)
 		}
@@ -171,7 +169,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		})
 		var o outcome
 		if rerr == nil {
-			o, err = tx.resolve(rctx, got, next)
+			o, err = tx.resolve(rctx, got, next, base)
 		}
 		cancel()
 		switch {
@@ -189,9 +187,31 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			written := landed(got, next, sent)
 			return written, tx.confirmHold(ctx, written)
 		case lost:
-			winner := tx.winner
-			tx.discardQuietly(ctx)
-			return nil, &ConflictError{Winner: winner, Seq: next.Seq}
+			// Every pointer write of this commit is dead: each was
+			// conditioned on a pointer value that never comes back.
+			if tx.rebase == nil {
+				return nil, tx.abort(ctx, &ConflictError{Winner: tx.winner, Seq: next.Seq})
+			}
+			if rs == nil {
+				if rs, err = tx.prepareRebase(ctx, entries); err != nil {
+					return nil, tx.abort(ctx, fmt.Errorf("%w; rebase: %w", &ConflictError{Winner: tx.winner, Seq: next.Seq}, err))
+				}
+			}
+			if n := tx.Rebased(); n > 0 {
+				// Writers that keep losing to each other spread out, as
+				// Update's retries do: all rebasing on one head at once,
+				// only one of them can win.
+				ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1))
+			}
+			rm, sum, err := tx.rebaseOn(ctx, rs, got, attrs, opts, next.Seq)
+			if err != nil {
+				return nil, tx.abort(ctx, err)
+			}
+			next = newPointer(rm, sum, opts)
+			if err := encodes(next); err != nil {
+				return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+			}
+			base, cur, etag, sent, attempt = got, got, attrs.ETag, nil, -1
 		case notApplied:
 			if attempt == maxCASRetries {
 				return nil, fmt.Errorf("%w: pointer write kept failing: %v", ErrCommitUnknown, werr)
@@ -203,6 +223,22 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 				ctxtime.Sleep(ctx, tx.d.retry.backoff(attempt))
 			}
 		}
+	}
+}
+
+// newPointer returns the pointer that commits m, whose stored form has the
+// sha256 sum; the guards fill in the fences and the collector's fields.
+func newPointer(m *generation.Manifest, sum string, opts CommitOptions) *pointer.Pointer {
+	return &pointer.Pointer{
+		Seq:            m.Seq,
+		Generation:     m.Generation,
+		Parent:         m.Parent,
+		Manifest:       generation.ManifestKey(m.Generation),
+		ManifestSHA256: sum,
+		CommittedAt:    time.Now().UTC(),
+		Writer:         m.Writer,
+		Message:        opts.Message,
+		Meta:           opts.Meta,
 	}
 }
 
@@ -254,9 +290,9 @@ const (
 	lost
 )
 
-// resolve decides the outcome of an uncertain pointer write from the
-// pointer read back afterwards.
-func (tx *Tx) resolve(ctx context.Context, got, want *pointer.Pointer) (outcome, error) {
+// resolve decides the outcome of an uncertain pointer write of want, built
+// on base, from the pointer read back afterwards.
+func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (outcome, error) {
 	if got.WriteID == want.WriteID {
 		return mine, nil // our write landed; possibly an SDK retry then saw 412
 	}
@@ -265,13 +301,12 @@ func (tx *Tx) resolve(ctx context.Context, got, want *pointer.Pointer) (outcome,
 		if err != nil {
 			return 0, fmt.Errorf("cannot tell who committed seq %d: %w", want.Seq, err)
 		}
-		if gen == tx.gen {
+		if gen == want.Generation {
 			return mine, nil // we committed and others built on top
 		}
 		tx.winner = gen
 		return lost, nil
 	}
-	base := tx.base
 	if base != nil && got.Seq == base.Seq && got.Generation == base.Generation {
 		return notApplied, nil // only the horizon moved, or nothing applied
 	}
@@ -377,12 +412,11 @@ func (tx *Tx) discardQuietly(ctx context.Context) {
 	}
 }
 
-// putManifest writes the manifest, create-if-absent. Its key is unique to
-// this generation, so a precondition failure can only be our own earlier
+// putManifest writes a manifest at key, create-if-absent. The key is unique
+// to its generation, a fresh id, so a precondition failure can only be our own earlier
 // attempt (an SDK retry after a lost response): it is settled by reading
 // the manifest back. Conflicts and transient failures are retried.
-func (tx *Tx) putManifest(ctx context.Context, stored []byte) error {
-	key := generation.ManifestKey(tx.gen)
+func (tx *Tx) putManifest(ctx context.Context, key string, stored []byte) error {
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/commitptr/commitptr/store"
@@ -49,10 +50,25 @@ type ConflictError struct {
 	// Winner is the generation that took the seq this commit wanted.
 	Winner string
 	Seq    uint64
+	// Overlap, for a commit with rebase, names the paths (at most 100)
+	// that this commit read and that the generations committed since its
+	// base changed, sorted.
+	Overlap []string
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("commit: lost the race for seq %d to generation %s", e.Seq, e.Winner)
+	msg := fmt.Sprintf("commit: lost the race for seq %d to generation %s", e.Seq, e.Winner)
+	if len(e.Overlap) > 0 {
+		shown := e.Overlap
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		msg += fmt.Sprintf("; both changed %d paths: %s", len(e.Overlap), strings.Join(shown, ", "))
+		if len(e.Overlap) > len(shown) {
+			msg += ", ..."
+		}
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrConflict) true.

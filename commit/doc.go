@@ -20,6 +20,12 @@
 //     staging start (ErrStale) or when the same lease has registered or
 //     committed a higher fencing token (ErrFenced) (I6). Tokens are kept per
 //     lease identity (CommitOptions.FenceLease); see Dataset.RegisterFence.
+//   - A Tx with rebase (Tx.EnableRebase) that proves it lost rebases on
+//     the new head when the generations committed since its base did not
+//     change what it read: a new manifest, with the head as parent, holds
+//     the head's files with this Tx's changes applied. No data is uploaded
+//     again, every guard runs again against the head, and an overlap
+//     loses as without rebase (ConflictError.Overlap names the paths).
 //   - A writer discards its staged objects only after proving it lost.
 //     When the outcome cannot be proven it returns ErrCommitUnknown and
 //     deletes nothing.
@@ -42,7 +48,8 @@
 // # Cost
 //
 // A commit of K files costs K data PUTs, 1 manifest PUT, 1 pointer GET and
-// 1 pointer PUT. A snapshot read costs 1 pointer GET, 1 manifest GET and one
+// 1 pointer PUT; a rebase adds 1 manifest GET, 1 manifest PUT and 1
+// pointer PUT, besides the pointer GET that proved the loss. A snapshot read costs 1 pointer GET, 1 manifest GET and one
 // GET per file read. Nothing on either path lists, so cost does not grow
 // with history.
 package commit

@@ -86,25 +86,15 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 	}
 	var bad []string
 	var redo []reusedFile
-	unusable := map[string]bool{}
+	broken := map[string]bool{}
 	for key, es := range want {
 		size, found := sizes[key]
 		for _, e := range es {
-			var why string
-			switch {
-			case !found:
-				why = "missing"
-			case size < 0:
-				// The store did not say; existence is proven.
-			case e.Encoding == generation.EncodingNone && size != e.Size:
-				why = fmt.Sprintf("has %d bytes, the manifest says %d", size, e.Size)
-			case e.Encoding != generation.EncodingNone && size == 0 && e.Size > 0:
-				why = "is empty"
-			}
+			why := unusable(e, size, found)
 			if why == "" {
 				continue
 			}
-			unusable[key] = true
+			broken[key] = true
 			tx.mu.Lock()
 			r, ok := tx.refs.local[e.Path]
 			tx.mu.Unlock()
@@ -132,11 +122,27 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 		tx.refs.verified = map[string]bool{}
 	}
 	for key := range want {
-		if !unusable[key] {
+		if !broken[key] {
 			tx.refs.verified[key] = true
 		}
 	}
 	return nil
+}
+
+// unusable says what is wrong with the object of e, of the stored size
+// (negative: not reported) if found, or "" when it can be referenced.
+func unusable(e generation.Entry, size int64, found bool) string {
+	switch {
+	case !found:
+		return "missing"
+	case size < 0:
+		// The store did not say; existence is proven.
+	case e.Encoding == generation.EncodingNone && size != e.Size:
+		return fmt.Sprintf("has %d bytes, the manifest says %d", size, e.Size)
+	case e.Encoding != generation.EncodingNone && size == 0 && e.Size > 0:
+		return "is empty"
+	}
+	return ""
 }
 
 // reupload stages again, from their local files, reused files whose
@@ -200,6 +206,7 @@ func (tx *Tx) noteReuse(e generation.Entry, local string, o fileOptions) error {
 	tx.refs.local[e.Path] = reusedFile{e, local, o}
 	tx.reused++
 	tx.entries[e.Path] = e
+	tx.touch(e.Path)
 	return nil
 }
 

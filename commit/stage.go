@@ -57,6 +57,14 @@ type Tx struct {
 	refs refState
 	// refPin holds the generation of refSeq for the commit (HoldPin).
 	refPin *Pin
+	// touched holds the paths Put, PutFile, Remove and KeepFrom set, and
+	// readBase is set once BaseSnapshot was called: what the Tx read, for
+	// a rebase (see EnableRebase).
+	touched  map[string]bool
+	readBase bool
+	rebase   *Rebase // nil unless EnableRebase
+	rebased  int
+	lastSent *pointer.Pointer // the last pointer value Commit sent
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -111,7 +119,9 @@ func (tx *Tx) loadBase(ctx context.Context) (*generation.Manifest, error) {
 	return tx.baseManifest, nil
 }
 
-// Generation returns the id of the generation being staged.
+// Generation returns the id of the generation being staged: its objects
+// are written under it. A rebased commit (see EnableRebase) publishes
+// another id, the returned pointer's, whose manifest references them.
 func (tx *Tx) Generation() string { return tx.gen }
 
 // Base returns the pointer the Tx builds on, or nil for the first commit.
@@ -127,6 +137,9 @@ func (tx *Tx) BaseSnapshot(ctx context.Context) (*Snapshot, error) {
 	if m == nil {
 		return nil, ErrNoCommits
 	}
+	tx.mu.Lock()
+	tx.readBase = true
+	tx.mu.Unlock()
 	return &Snapshot{d: tx.d, Pointer: tx.base, Manifest: m, sha: tx.base.ManifestSHA256}, nil
 }
 
@@ -173,6 +186,7 @@ func (tx *Tx) KeepFrom(snap *Snapshot) {
 	defer tx.mu.Unlock()
 	for _, e := range snap.Files() {
 		tx.entries[e.Path] = e
+		tx.touch(e.Path)
 	}
 	if tx.refSeq == 0 || snap.Seq() < tx.refSeq {
 		tx.refSeq = snap.Seq()
@@ -184,6 +198,15 @@ func (tx *Tx) Remove(path string) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	delete(tx.entries, path)
+	tx.touch(path)
+}
+
+// touch records that the Tx set or removed path. The caller holds tx.mu.
+func (tx *Tx) touch(path string) {
+	if tx.touched == nil {
+		tx.touched = map[string]bool{}
+	}
+	tx.touched[path] = true
 }
 
 func (tx *Tx) checkOpen() error {
@@ -300,6 +323,7 @@ func (tx *Tx) add(e generation.Entry) error {
 		return err
 	}
 	tx.entries[e.Path] = e
+	tx.touch(e.Path)
 	return nil
 }
 

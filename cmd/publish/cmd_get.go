@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,8 @@ type getOptions struct {
 	Concurrency int
 	Attrs       attrFlags
 	Filters     filters
+	// Into is --into: download only this subtree, as DEST's content.
+	Into string
 }
 
 // attrFlags are --no-perms and --no-times, shared by get and sync.
@@ -45,6 +48,7 @@ func (o *getOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads")
 	o.Attrs.AddFlags(cmd)
 	o.Filters.AddFlags(cmd, "snapshot's")
+	cmd.Flags().StringVar(&o.Into, "into", "", "download only the partition `PREFIX/`: its files, without the prefix, become DEST's content")
 }
 
 func newGetCommand(g *globalOptions) *cobra.Command {
@@ -77,9 +81,15 @@ not part of a snapshot.
 
 With filters, only the files they select are downloaded.
 
+With --into PREFIX/, only the files under PREFIX/ are downloaded, and DEST
+holds them without the prefix: the partition as 'publish put --into' took it
+from SRC. Filters then apply to the paths below PREFIX/. A PREFIX/ with no
+files in the snapshot is an error.
+
 ` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitInterrupted),
 		Example: `  publish get s3://bucket/daily ./daily
   publish get --seq 41 s3://bucket/daily ./daily-41
+  publish get --into region=eu/ s3://bucket/sales ./sales-eu
   publish get --force file:///srv/datasets/app /srv/app/current`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,6 +120,11 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	if opts.Concurrency < 1 {
 		return usagef("--concurrency must be at least 1")
 	}
+	if opts.Into != "" {
+		if err := checkInto(opts.Into); err != nil {
+			return err
+		}
+	}
 	dest, err := filepath.Abs(opts.Dest)
 	if err != nil {
 		return fmt.Errorf("DEST %s: %w", opts.Dest, err)
@@ -131,7 +146,13 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("DEST %s: create its parent directory: %w", dest, unwrapPathError(err))
 	}
-	entries := selectEntries(snap.Files(), &opts.Filters)
+	all := snap.Files()
+	if opts.Into != "" {
+		if all = underPrefix(all, opts.Into); len(all) == 0 {
+			return fmt.Errorf("dataset %s: seq %d holds no file under %s", redact(opts.URL), snap.Seq(), opts.Into)
+		}
+	}
+	entries := selectEntries(all, &opts.Filters)
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".publish-get-*")
 	if err != nil {
 		return fmt.Errorf("DEST %s: create a temporary directory beside it: %w", dest, unwrapPathError(err))
@@ -289,6 +310,19 @@ func setTime(root *os.Root, name string, e generation.Entry, attrs attrFlags) er
 		return fmt.Errorf("set the modification time of %q: %w", e.Path, err)
 	}
 	return nil
+}
+
+// underPrefix returns the entries under prefix, with the prefix cut from
+// their paths.
+func underPrefix(all []generation.Entry, prefix string) []generation.Entry {
+	var out []generation.Entry
+	for _, e := range all {
+		if rest, ok := strings.CutPrefix(e.Path, prefix); ok {
+			e.Path = rest
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // selectEntries returns the entries the filters select.

@@ -43,6 +43,8 @@ type putOptions struct {
 	MaxDelete                  string
 	Links                      string
 	Filters                    filters
+	// Into is --into: publish SRC as this subtree, keeping the rest.
+	Into string
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -62,6 +64,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.AllowUnchanged, "allow-unchanged", false, "commit even if SRC is exactly the current generation (default: say so and commit nothing)")
 	f.StringVar(&o.MaxDelete, "max-delete", "", "refuse to drop more than `N` files (or N% of them) of the current generation")
 	f.StringVar(&o.Links, "links", "refuse", "what to do with a symbolic link in SRC: refuse, skip, follow (only to a target inside SRC) or follow-any")
+	f.StringVar(&o.Into, "into", "", "publish SRC as the subtree `PREFIX/` of the dataset, keeping every file outside it; concurrent puts into different prefixes all commit")
 	o.Filters.AddFlags(cmd, "SRC")
 }
 
@@ -104,6 +107,17 @@ always refused.
 If another writer commits first, put deletes what it staged and exits with
 status 3. Retry it if your data should win, or let the winner stand.
 
+Partitions. With --into PREFIX/, SRC is published as the subtree PREFIX/ of
+the dataset: the files under PREFIX/ are replaced by SRC's, and every file
+outside it is kept from the current generation. When another writer commits
+first, put checks what it changed: if nothing under PREFIX/ changed since
+put began, put commits again on top of the winner, without uploading
+anything again (a rebase). So jobs that publish different prefixes of one
+dataset at the same time all succeed, in some order; two that publish the
+same prefix still race, and the one that loses exits with status 3. The
+guards below (--max-delete, unchanged, --allow-empty) look at PREFIX/ only.
+PREFIX is a relative path ending in '/', such as 'day=2026-11-30/'.
+
 With --lease NAME, put acquires the lease (or fails with status 4), keeps it
 alive while staging, and commits with the lease's fencing token. Under
 'publish run', put commits with the token of run's lease, which run exports
@@ -139,6 +153,7 @@ may have landed, and nothing is deleted.
 		Example: `  publish put ./out s3://bucket/daily
   publish put -m "nightly build" --meta commit=$GIT_SHA ./out file:///srv/datasets/app
   publish put --lease nightly --compress zstd ./out s3://bucket/daily
+  publish put --into region=eu/ ./out-eu s3://bucket/sales
   publish put --exclude '*.tmp' --exclude '/cache/**' --links skip ./out s3://bucket/daily
   publish put --endpoint http://127.0.0.1:9000 --path-style ./out s3://bucket/daily`,
 		Args: cobra.ExactArgs(2),
@@ -165,6 +180,12 @@ type putResult struct {
 	Bytes      int64  `json:"bytes"`
 	Fence      uint64 `json:"fence,omitempty"`
 	FenceLease string `json:"fence_lease,omitempty"`
+	// Into is --into's prefix; Kept the files outside it carried from the
+	// current generation; Rebased how often the commit was built again on
+	// top of another writer's.
+	Into    string `json:"into,omitempty"`
+	Kept    int    `json:"kept,omitempty"`
+	Rebased int    `json:"rebased,omitempty"`
 	// Unchanged: SRC was exactly the current generation, and nothing was
 	// committed; Seq and Generation name the current one.
 	Unchanged bool `json:"unchanged,omitempty"`
@@ -207,11 +228,27 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if opts.Into != "" {
+		if err := checkInto(opts.Into); err != nil {
+			return err
+		}
+	}
 	files, err := collect(ctx, opts.Src, links, &opts.Filters)
 	if err != nil {
 		return err
 	}
+	for i := range files {
+		files[i].path = opts.Into + files[i].path
+		if opts.Into != "" {
+			if err := generation.CheckPath(files[i].path); err != nil {
+				return fmt.Errorf("SRC %s: %s cannot be published under --into %s: %w", opts.Src, files[i].local, opts.Into, err)
+			}
+		}
+	}
 	if len(files) == 0 && !opts.AllowEmpty {
+		if opts.Into != "" {
+			return fmt.Errorf("SRC %s holds no files: publishing it would empty %s; pass --allow-empty if that is what you want (or 'publish rm --into')", opts.Src, opts.Into)
+		}
 		return fmt.Errorf("SRC %s holds no files: publishing it would replace the dataset with an empty generation; pass --allow-empty if that is what you want", opts.Src)
 	}
 	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
@@ -262,11 +299,29 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	// reuse files, except with --no-reuse, so only the guards that need
 	// it ask for it.
 	var base map[string]bool
-	if maxDelete.set {
+	var partition map[string]generation.Entry // --into: the files under the prefix
+	kept := 0
+	if opts.Into != "" {
+		// The partition's files are what the guards judge; reading them
+		// through the Tx's entries, not its base snapshot, keeps the rest
+		// of the dataset out of what the commit read (see
+		// commit.Tx.EnableRebase).
+		if partition, kept, err = intoPartition(ctx, tx, opts.Into); err != nil {
+			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			return describe(opts.URL, err)
+		}
+		base = map[string]bool{}
+		for p := range partition {
+			base[p] = true
+		}
+	}
+	if maxDelete.set && opts.Into == "" {
 		if base, err = baseFiles(ctx, tx); err != nil {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			return describe(opts.URL, err)
 		}
+	}
+	if maxDelete.set {
 		if err := maxDelete.check(base, files); err != nil {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			return err
@@ -281,7 +336,12 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
 	if !opts.AllowUnchanged {
-		same, err := unchanged(ctx, tx, files, base)
+		var same bool
+		if opts.Into != "" {
+			same, err = unchangedInto(ctx, tx, files, partition)
+		} else {
+			same, err = unchanged(ctx, tx, files, base)
+		}
 		if err != nil {
 			return discardStaged(ctx, tx, err, stderr)
 		}
@@ -293,14 +353,19 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
 	if err != nil {
 		if errors.Is(err, commit.ErrCommitUnknown) {
-			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
+			gen := tx.Generation()
+			if a := tx.Attempted(); a != nil {
+				gen = a.Generation
+			}
+			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, gen, redact(opts.URL))
 		}
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "publish: interrupted while committing; staged generation %s was discarded\n", tx.Generation())
 		}
 		return describe(opts.URL, err)
 	}
-	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease}
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
+		Into: opts.Into, Kept: kept, Rebased: tx.Rebased()}
 	res.Summary = newSummary("put", "uploaded", "reused")
 	res.Summary.Files = len(files)
 	for _, f := range files {
@@ -322,8 +387,17 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if res.Repaired > 0 {
 		repaired = fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
 	}
-	fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused%s), %s\n",
-		res.Seq, res.Generation, res.Files, res.Reused, repaired, humanBytes(res.Bytes))
+	if res.Into != "" {
+		var rebased string
+		if res.Rebased > 0 {
+			rebased = fmt.Sprintf("; rebased %s on other writers' commits", plural(res.Rebased, "time"))
+		}
+		fmt.Fprintf(stdout, "committed seq %d generation %s: %d files under %s (%d reused%s), %s; %d files outside it kept%s\n",
+			res.Seq, res.Generation, res.Files, res.Into, res.Reused, repaired, humanBytes(res.Bytes), res.Kept, rebased)
+	} else {
+		fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused%s), %s\n",
+			res.Seq, res.Generation, res.Files, res.Reused, repaired, humanBytes(res.Bytes))
+	}
 	res.Summary.write(stdout)
 	return nil
 }
@@ -775,4 +849,64 @@ func (m maxDelete) String() string {
 		return strconv.Itoa(m.n) + "%"
 	}
 	return strconv.Itoa(m.n)
+}
+
+// checkInto refuses an --into prefix that is not a relative dataset path
+// ending in "/".
+func checkInto(prefix string) error {
+	dir, ok := strings.CutSuffix(prefix, "/")
+	if !ok {
+		return usagef("--into %q: a prefix must end in '/' (did you mean %q?)", prefix, prefix+"/")
+	}
+	if err := generation.CheckPath(dir); err != nil {
+		return usagef("--into %q: not a valid dataset path prefix: %v", prefix, err)
+	}
+	return nil
+}
+
+// intoPartition starts a put or rm --into prefix: it keeps every file of
+// the base generation, removes those under prefix, and sets the commit to
+// rebase within prefix. It returns the entries it removed and how many
+// files it kept.
+func intoPartition(ctx context.Context, tx *commit.Tx, prefix string) (map[string]generation.Entry, int, error) {
+	if err := tx.KeepAll(ctx); err != nil {
+		return nil, 0, err
+	}
+	removed := map[string]generation.Entry{}
+	kept := 0
+	for _, e := range tx.Entries() {
+		if strings.HasPrefix(e.Path, prefix) {
+			removed[e.Path] = e
+			tx.Remove(e.Path)
+		} else {
+			kept++
+		}
+	}
+	if err := tx.EnableRebase(commit.Rebase{Scope: prefix}); err != nil {
+		return nil, 0, err
+	}
+	return removed, kept, nil
+}
+
+// unchangedInto is unchanged for a put --into: the staged files are
+// exactly the partition's (the base's entries under the prefix), with the
+// same modes, and their objects are all still there.
+func unchangedInto(ctx context.Context, tx *commit.Tx, files []srcFile, base map[string]generation.Entry) (bool, error) {
+	if tx.Base() == nil || tx.Reused() != len(files) || len(files) != len(base) {
+		return false, nil
+	}
+	for _, e := range tx.Entries() {
+		if old, ok := base[e.Path]; ok && old.Mode != e.Mode {
+			return false, nil
+		}
+	}
+	for _, f := range files {
+		if _, ok := base[f.path]; !ok {
+			return false, nil
+		}
+	}
+	if err := tx.VerifyReferences(ctx); err != nil {
+		return false, err
+	}
+	return tx.Repaired() == 0, nil
 }

@@ -49,6 +49,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(
 		newPutCommand(g),
+		newRmCommand(g),
 		newGetCommand(g),
 		newSyncCommand(g),
 		newCatCommand(g),

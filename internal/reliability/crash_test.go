@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -479,4 +480,120 @@ func findProcs(marker string) []int {
 func isZombie(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// writePartition writes a source directory for one partition in trial i.
+func writePartition(t *testing.T, dir string, i int) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	for k := range 8 {
+		files[fmt.Sprintf("part-%02d.csv", k)] = []byte(strings.Repeat(fmt.Sprintf("trial %d part %d\n", i, k), 200*(k+1)))
+	}
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for p, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), b, 0o644))
+	}
+	return files
+}
+
+// under returns the files of all below prefix, with the prefix cut.
+func under(all map[string][]byte, prefix string) map[string][]byte {
+	out := map[string][]byte{}
+	for p, b := range all {
+		if rest, ok := strings.CutPrefix(p, prefix); ok {
+			out[rest] = b
+		}
+	}
+	return out
+}
+
+// TestCrashPutInto SIGKILLs 'publish put --into' at random points while
+// another put --into, of another prefix, runs to completion beside it, so
+// that kills also land in rebases. After each trial the pointer resolves
+// completely (I1), the killed put's partition holds its old files or
+// exactly its new ones, the other writer's partition holds what it
+// published, and every other partition is as it was; after a final
+// collection nothing of the killed puts is left (I7).
+func TestCrashPutInto(t *testing.T) {
+	for _, tg := range crashTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			url, s := tg.dataset(t, "into")
+			const parts = 4
+			srcs := make([]string, parts)
+			for k := range parts {
+				srcs[k] = filepath.Join(t.TempDir(), "src")
+				writePartition(t, srcs[k], -1-k)
+				out, code := tg.run(t, "put", "--into", fmt.Sprintf("p%d/", k), srcs[k], url)
+				require.Zero(t, code, out)
+			}
+			otherDir := filepath.Join(t.TempDir(), "other")
+			rnd := rand.New(rand.NewPCG(seed(t, 17), 0))
+			cal := -10
+			window := calibrate(func() time.Duration {
+				writePartition(t, srcs[0], cal)
+				cal--
+				start := time.Now()
+				out, code := tg.run(t, "put", "--into", "p0/", srcs[0], url)
+				require.Zero(t, code, out)
+				return time.Since(start)
+			})
+			// The other writer beside it slows each put down: twice the
+			// calibrated window lets some of them finish.
+			window *= 2
+			var killed, committed, landedKilled int
+			for i := range crashTrials() {
+				_, before := snapshotFiles(t, s)
+				victim := i % parts
+				prefix := fmt.Sprintf("p%d/", victim)
+				src := writePartition(t, srcs[victim], i)
+				other := writePartition(t, otherDir, i)
+				p := tg.start(t, "put", "--into", prefix, srcs[victim], url)
+				done := make(chan struct{})
+				var otherOut string
+				var otherCode int
+				go func() {
+					defer close(done)
+					otherOut, otherCode = tg.run(t, "put", "--into", "other/", otherDir, url)
+				}()
+				k, code := p.killAfter(time.Duration(rnd.Int64N(int64(window))))
+				<-done
+				require.Zero(t, otherCode, "the other writer, on another prefix, must commit: %s", otherOut)
+				if k {
+					killed++
+				} else {
+					require.Zero(t, code, "an unkilled put --into failed: %s", p.out.String())
+				}
+				_, after := snapshotFiles(t, s)
+				got := under(after, prefix)
+				switch {
+				case maps.EqualFunc(got, src, bytes.Equal):
+					committed++
+				case maps.EqualFunc(got, under(before, prefix), bytes.Equal):
+					require.True(t, k, "put --into exited 0 but its partition is the old one")
+				default:
+					t.Fatalf("trial %d: partition %s holds neither its old files nor exactly the new ones", i, prefix)
+				}
+				require.True(t, maps.EqualFunc(under(after, "other/"), other, bytes.Equal), "trial %d: the other writer's partition", i)
+				for q := range parts {
+					if q == victim {
+						continue
+					}
+					qp := fmt.Sprintf("p%d/", q)
+					require.True(t, maps.EqualFunc(under(after, qp), under(before, qp), bytes.Equal), "trial %d: partition %s changed", i, qp)
+				}
+				if k && maps.EqualFunc(got, src, bytes.Equal) {
+					landedKilled++
+				}
+			}
+			if tg.coarseClock {
+				time.Sleep(1100 * time.Millisecond)
+			}
+			out, code := tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
+			require.Zero(t, code, out)
+			checkCollected(t, s, 1)
+			t.Logf("CRASH put --into on %s: %d trials (kill window %s), %d killed, %d committed (%d of them killed after the commit landed); other partitions intact, I1 I7 held",
+				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, landedKilled)
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -176,6 +177,13 @@ type linRun struct {
 	clients int
 	budget  int64 // operations to run, over all clients
 	seed    uint64
+	// rebase: every commit keeps the files, adds one of its own (and, one
+	// in four, writes the path "shared"), and rebases on a lost CAS.
+	rebase bool
+	// rebased counts the commits that succeeded after rebasing;
+	// rebasedChecked the rebased generations of the final chain whose files
+	// were checked, and rebasedBad those that failed the check.
+	rebased, rebasedChecked, rebasedBad atomic.Int64
 
 	mu      sync.Mutex
 	results map[string]string // generation → commit outcome
@@ -192,10 +200,13 @@ func (r *linRun) run(ctx context.Context) {
 		rnd := rand.New(rand.NewPCG(r.seed, uint64(c)))
 		wg.Go(func() {
 			for r.stats.ops.Add(1) <= r.budget {
-				if rnd.IntN(2) == 0 {
-					r.commit(ctx, c)
-				} else {
+				switch {
+				case rnd.IntN(2) == 1:
 					r.read(ctx, c, rnd.IntN(2) == 0)
+				case r.rebase:
+					r.commitRebase(ctx, c, rnd.IntN(4) == 0)
+				default:
+					r.commit(ctx, c)
 				}
 			}
 		})
@@ -260,6 +271,89 @@ func (r *linRun) commit(ctx context.Context, client int) {
 	r.mu.Unlock()
 }
 
+// commitRebase runs Begin, keeps every file, stages the file "w/<id>"
+// holding the Tx's id (and "shared" too if shared), and commits with
+// rebase, recording the id in the commit's meta as "own". A rebased
+// commit is recorded as a CAS from the head it rebased on last to the
+// generation it committed; an unknown one as the last CAS it sent (the
+// earlier ones were proven dead before it rebased).
+func (r *linRun) commitRebase(ctx context.Context, client int, shared bool) {
+	call := r.rec.now()
+	tx, err := r.d.Begin(ctx)
+	if err != nil {
+		r.stats.beginFails.Add(1)
+		return
+	}
+	from := reg{}
+	if b := tx.Base(); b != nil {
+		from = reg{Seq: b.Seq, Gen: b.Generation}
+	}
+	r.rec.add(r.clients+client, linInput{Kind: opRead}, linOutput{Value: from}, call, r.rec.now(), "begin")
+	r.stats.reads.Add(1)
+
+	own := tx.Generation()
+	err = tx.KeepAll(ctx)
+	if err == nil {
+		err = tx.PutBytes(ctx, "w/"+own, []byte(own))
+	}
+	if err == nil && shared {
+		err = tx.PutBytes(ctx, "shared", []byte(own))
+	}
+	if err == nil {
+		err = tx.EnableRebase(commit.Rebase{})
+	}
+	var p *pointer.Pointer
+	if err == nil {
+		meta := map[string]string{"own": own}
+		if shared {
+			meta["shared"] = "yes"
+		}
+		p, err = tx.Commit(ctx, commit.CommitOptions{Message: "lin", Meta: meta})
+	} else {
+		tx.Discard(context.WithoutCancel(ctx))
+	}
+	ret := r.rec.now()
+	in := linInput{Kind: opCommit, From: from, Gen: own}
+	res := resAborted
+	switch {
+	case err == nil:
+		res = resOK
+		r.stats.ok.Add(1)
+		in = linInput{Kind: opCommit, From: reg{Seq: p.Seq - 1, Gen: p.Parent}, Gen: p.Generation}
+		if tx.Rebased() > 0 {
+			r.rebased.Add(1)
+		}
+		switch {
+		case p.Seq <= from.Seq:
+			r.violation("commit of %s on %s returned pointer %d:%s", own, from, p.Seq, p.Generation)
+		case tx.Rebased() == 0 && (p.Generation != own || p.Seq != from.Seq+1):
+			r.violation("commit of %s on %s, never rebased, returned pointer %d:%s", own, from, p.Seq, p.Generation)
+		}
+	case errors.Is(err, commit.ErrConflict):
+		res = resLost
+		r.stats.lost.Add(1)
+	case errors.Is(err, commit.ErrCommitUnknown):
+		res = resUnknown
+		r.stats.unknown.Add(1)
+		if a := tx.Attempted(); a != nil {
+			in = linInput{Kind: opCommit, From: reg{Seq: a.Seq - 1, Gen: a.Parent}, Gen: a.Generation}
+		}
+	default:
+		r.stats.aborted.Add(1)
+	}
+	meta := ""
+	if err != nil {
+		meta = err.Error()
+		if res == resUnknown || res == resAborted {
+			r.t.Logf("%s commit: %v", res, err)
+		}
+	}
+	r.rec.add(client, in, linOutput{Result: res}, call, ret, meta)
+	r.mu.Lock()
+	r.results[in.Gen] = res
+	r.mu.Unlock()
+}
+
 // read resolves the pointer, through Dataset.Open (pointer, manifest and
 // the generation's file: I1 and I3) or pointer.Read alone.
 func (r *linRun) read(ctx context.Context, client int, open bool) {
@@ -297,11 +391,16 @@ func (r *linRun) read(ctx context.Context, client int, open bool) {
 	}
 	r.rec.add(client, linInput{Kind: opRead}, linOutput{Value: v}, call, ret, how)
 	if snap != nil {
-		b, err := snap.ReadFile(ctx, "data")
+		path, want := "data", v.Gen
+		if r.rebase {
+			want = snap.Manifest.Meta["own"]
+			path = "w/" + want
+		}
+		b, err := snap.ReadFile(ctx, path)
 		switch {
 		case brokenInvariant(err):
 			r.violation("snapshot %s: %v", v, err)
-		case err == nil && string(b) != v.Gen:
+		case err == nil && string(b) != want:
 			r.violation("I3: snapshot %s holds the file of generation %q", v, b)
 		}
 	}
@@ -330,14 +429,36 @@ func (r *linRun) verify(ctx context.Context) {
 	}
 	require.NoError(t, err, "I1: the final pointer resolves")
 	r.rec.add(0, linInput{Kind: opRead}, linOutput{Value: reg{Seq: snap.Seq(), Gen: snap.Generation()}}, call, r.rec.now(), "final")
-	b, err := snap.ReadFile(ctx, "data")
-	require.NoError(t, err, "I1: the final generation's file")
-	require.Equal(t, snap.Generation(), string(b), "I3")
+	if r.rebase {
+		own := snap.Manifest.Meta["own"]
+		b, err := snap.ReadFile(ctx, "w/"+own)
+		require.NoError(t, err, "I1: the final generation's file")
+		require.Equal(t, own, string(b), "I3")
+		for _, e := range snap.Files() {
+			_, err := snap.ReadFile(ctx, e.Path)
+			require.NoError(t, err, "I1: file %s of the final generation", e.Path)
+		}
+	} else {
+		b, err := snap.ReadFile(ctx, "data")
+		require.NoError(t, err, "I1: the final generation's file")
+		require.Equal(t, snap.Generation(), string(b), "I3")
+	}
 
 	chain := map[string]uint64{}
+	var ms []*generation.Manifest
 	for m, err := range d.History(ctx, snap) {
 		require.NoError(t, err, "I1: the history chain resolves")
 		chain[m.Generation] = m.Seq
+		ms = append(ms, m)
+	}
+	if r.rebase {
+		for i, m := range ms {
+			var parent *generation.Manifest
+			if i+1 < len(ms) {
+				parent = ms[i+1]
+			}
+			r.checkUnion(m, parent)
+		}
 	}
 	require.EqualValues(t, snap.Seq(), len(chain), "the chain holds one generation per seq")
 	var appliedUnknown int
@@ -358,6 +479,36 @@ func (r *linRun) verify(ctx context.Context) {
 		}
 	}
 	t.Logf("final seq %d; %d of %d unknown commits had been applied", snap.Seq(), appliedUnknown, r.stats.unknown.Load())
+}
+
+// checkUnion verifies that a generation of a rebase run holds exactly its
+// parent's files and its own: "w/<own>", and "shared" if it wrote it, both
+// in objects staged under its Tx's id (the meta says which).
+func (r *linRun) checkUnion(m, parent *generation.Manifest) {
+	own := m.Meta["own"]
+	want := map[string]string{}
+	if parent != nil {
+		for _, e := range parent.Entries {
+			want[e.Path] = e.Key
+		}
+	}
+	want["w/"+own] = generation.DataKey(own, "w/"+own)
+	if m.Meta["shared"] != "" {
+		want["shared"] = generation.DataKey(own, "shared")
+	}
+	got := map[string]string{}
+	for _, e := range m.Entries {
+		got[e.Path] = e.Key
+	}
+	if !maps.Equal(got, want) {
+		if m.Generation != own {
+			r.rebasedBad.Add(1)
+		}
+		r.violation("generation %s (seq %d, Tx %s) is not its parent's files plus its own: has %v, want %v", m.Generation, m.Seq, own, got, want)
+	}
+	if m.Generation != own {
+		r.rebasedChecked.Add(1)
+	}
 }
 
 // check runs porcupine on the history. On a violation or a timeout it
@@ -445,6 +596,51 @@ func TestLinearizable(t *testing.T) {
 		})
 	}
 	t.Logf("%d operations checked", total.Load())
+}
+
+// TestLinearizableRebase: the same with rebase on. Every commit keeps the
+// files and adds its own, so most lost CASes rebase; one in four also
+// writes a shared path, so some overlap and lose. A rebased commit is a
+// CAS from the head it saw at the end, and every generation of the final
+// chain must hold exactly its parent's files plus its own.
+func TestLinearizableRebase(t *testing.T) {
+	var total, rebased, checked atomic.Int64
+	for _, driver := range drivers() {
+		t.Run(driver, func(t *testing.T) {
+			plan := linPlanFor(driver)
+			// Every commit keeps all files, each under its own generation,
+			// so the reuse proof of a commit costs a HEAD per file so far:
+			// long runs are more runs, not longer ones.
+			plan.ops = min(plan.ops, 500)
+			if driver != "mem" && driver != "fs" {
+				plan.ops = min(plan.ops, 250)
+			}
+			for i := range plan.runs {
+				s := seed(t, 2000) + uint64(i)
+				in := faults.New(faults.Config{Seed: s, Rates: faults.Uniform(defaultRates), MaxLatency: 20 * time.Millisecond})
+				tg := newTarget(t, driver, in)
+				r := &linRun{
+					t: t, tg: tg, rec: newRecorder(), clients: plan.clients, budget: int64(plan.ops), seed: s, rebase: true,
+					d:       commit.New(tg.faulty, commit.WithWriter(fmt.Sprintf("linrb-%d", i)), commit.WithConcurrency(2)),
+					results: map[string]string{},
+				}
+				ctx := context.Background()
+				start := time.Now()
+				r.run(ctx)
+				in.SetEnabled(false)
+				r.verify(ctx)
+				r.check(fmt.Sprintf("linrb-%s-seed%d", driver, s))
+				total.Add(r.stats.ops.Load())
+				rebased.Add(r.rebased.Load())
+				checked.Add(r.rebasedChecked.Load())
+				assert.Zero(t, r.rebasedBad.Load())
+				t.Logf("run %d (seed %d, %s): %s; %d commits rebased, %d rebased generations checked; faults: %s",
+					i, s, time.Since(start).Round(time.Millisecond), &r.stats, r.rebased.Load(), r.rebasedChecked.Load(), in.Counts())
+			}
+		})
+	}
+	require.Positive(t, rebased.Load(), "no commit rebased: the run tested nothing new")
+	t.Logf("%d operations checked; %d commits rebased, %d rebased generations checked for the union", total.Load(), rebased.Load(), checked.Load())
 }
 
 // TestLinearizabilityModel checks the model on small hand-written

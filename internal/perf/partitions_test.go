@@ -1,0 +1,82 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/commitptr/commitptr/bench"
+)
+
+// BenchmarkPartitions runs disjoint writers (each commits its own path of
+// one dataset, keeping the rest) against the real S3 server with 1 to 32
+// writers, with rebase on and off side by side at each writer count. With
+// COMMITPTR_PLOT=file.svg it draws both goodput curves. Each run lasts
+// COMMITPTR_CONTENTION_DURATION (default 5s):
+//
+//	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./internal/perf
+func BenchmarkPartitions(b *testing.B) {
+	dur := 5 * time.Second
+	if v := os.Getenv("COMMITPTR_CONTENTION_DURATION"); v != "" {
+		var err error
+		if dur, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var on, off []bench.Result
+	for _, w := range []int{1, 2, 4, 8, 16, 32} {
+		for _, rebase := range []bool{true, false} {
+			b.Run(fmt.Sprintf("writers=%d/rebase=%v", w, rebase), func(b *testing.B) {
+				s := remoteStore(b)
+				for b.Loop() {
+					r, err := bench.Partitions(context.Background(), s, w, rebase, dur)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(r.PerSecond, "commits/s")
+					b.ReportMetric(r.Extra["attempts_per_success"], "attempts/success")
+					b.ReportMetric(r.Extra["rebases_per_success"], "rebases/success")
+					b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
+					b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
+					if rebase {
+						on = append(on, r)
+					} else {
+						off = append(off, r)
+					}
+				}
+			})
+		}
+	}
+	if path := os.Getenv("COMMITPTR_PLOT"); path != "" && len(on) > 0 {
+		if err := os.WriteFile(path, bench.PartitionsSVG(on, off), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPartitionPuts runs 16 concurrent publishes of one partition
+// each (20 files of 4 KiB, as 'publish put --into pNN/' does) against the
+// real S3 server, and reports commits, losses, objects uploaded twice and
+// requests against the floor.
+//
+//	go test -run - -bench PartitionPuts -benchtime 1x ./internal/perf
+func BenchmarkPartitionPuts(b *testing.B) {
+	s := remoteStore(b)
+	for b.Loop() {
+		p, err := bench.PartitionPuts(context.Background(), s, 16, 20, 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(p.Commits), "commits")
+		b.ReportMetric(float64(p.Lost), "lost")
+		b.ReportMetric(float64(p.UploadedTwice), "uploaded-twice")
+		b.ReportMetric(float64(p.Rebases), "rebases")
+		b.ReportMetric(float64(p.Requests.Total()), "requests")
+		b.ReportMetric(float64(p.Floor), "floor")
+		b.ReportMetric(float64(p.RebaseFloor), "floor+rebases")
+		b.Logf("%d writers x %d files: %d commits, %d lost, %d rebases, %d data PUTs (%d keys twice); requests %s = %d; floor %d, with rebases %d; %s",
+			p.Writers, p.FilesPer, p.Commits, p.Lost, p.Rebases, p.DataPuts, p.UploadedTwice, p.Requests, p.Requests.Total(), p.Floor, p.RebaseFloor, p.Elapsed.Round(time.Millisecond))
+	}
+}
