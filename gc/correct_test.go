@@ -3,6 +3,8 @@ package gc_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,4 +299,20 @@ func TestHorizonReadBackRetried(t *testing.T) {
 	assert.Equal(t, []string{orphan.Generation()}, genIDs(rep.Orphans))
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(orphan.Generation())))
 	requireComplete(t, d)
+}
+
+// TestCancelledRunDoesNotWarn: a run whose caller cancelled it (publish gc
+// --every on SIGTERM) logs no warning: the caller knows why it stopped.
+func TestCancelledRunDoesNotWarn(t *testing.T) {
+	s := storeFor(t)
+	publish(t, dataset(s), false, files(1, "one"))
+	var logged strings.Builder
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	opts := strict()
+	opts.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	_, err := gc.Run(ctx, s, opts)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, logged.String(), "stopped by the caller")
+	assert.NotContains(t, logged.String(), "level=WARN")
 }

@@ -154,7 +154,12 @@ func Run(ctx context.Context, s store.Store, opts Options) (*Report, error) {
 	r.log = r.o.Logger
 	err := r.run(ctx)
 	r.rep.Requests = counted.Counts()
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller stopped the run (publish gc --every on SIGTERM): it
+		// knows, and an operator needs no warning.
+		r.log.Info("gc: collection stopped by the caller", "error", err)
+	case err != nil:
 		r.log.Warn("gc: collection stopped", "error", err)
 	}
 	return r.rep, err
