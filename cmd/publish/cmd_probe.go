@@ -38,6 +38,7 @@ on such a store concurrent commits would overwrite each other. put runs this
 check before the first commit of a dataset and refuses to write if it fails.` + exitStatus(exitOK, exitError, exitUsage, exitInterrupted) + `
   (1 also when the store does not enforce the conditions)`,
 		Example: `  publish probe s3://bucket
+  publish probe gs://bucket
   publish probe --endpoint https://s3.example.com --path-style s3://bucket/prefix`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

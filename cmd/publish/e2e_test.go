@@ -24,6 +24,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/azurite"
+	"github.com/commitptr/commitptr/internal/gcsserver"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
@@ -66,7 +67,23 @@ func targets(t *testing.T) []target {
 		remoteTarget("s3", "s3", s3server.Shared(t)),
 		remoteTarget("s3-gofakes3", "s3", fake),
 		remoteTarget("minio-gofakes3", "minio", fake),
+		gcsTarget(gcsserver.Shared(t)),
 		azblobTarget(azurite.Shared(t)),
+	}
+}
+
+// gcsTarget is the gcs driver against the Cloud Storage emulator, named
+// by --endpoint as a user would; the binary gets no credentials.
+func gcsTarget(srv *gcsserver.Server) target {
+	return target{
+		name:  "gcs",
+		url:   func(t *testing.T) string { return "gs://" + srv.NewBucket(t) + "/datasets/daily" },
+		flags: []string{"--endpoint", srv.Endpoint},
+		open: func(t *testing.T, url string) store.Store {
+			s, err := store.Open(context.Background(), url, store.Config{Endpoint: srv.Endpoint})
+			require.NoError(t, err)
+			return s
+		},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,4 +347,33 @@ func TestStalledEndpoint(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// TestNoCredentialLookup: a store on an http:// endpoint consults no
+// credential source: the metadata server, here a loopback listener that
+// counts connections, is never asked.
+func TestNoCredentialLookup(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	var dials atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	t.Setenv("GCE_METADATA_HOST", l.Addr().String())
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	s := newStore(t)
+	put(t, s, "k", "v", store.PutOptions{IfNoneMatch: true})
+	body, _ := read(t, s, "k")
+	assert.Equal(t, "v", body)
+	_, err = s.List(context.Background(), store.ListRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, dials.Load(), "the driver asked the metadata server for credentials")
 }
