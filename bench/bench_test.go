@@ -49,7 +49,7 @@ func TestLeaseHandoffAndCollect(t *testing.T) {
 	r, err = bench.Collect(ctx, mem.New(), 20, 3)
 	require.NoError(t, err)
 	assert.EqualValues(t, 19*4, r.Extra["objects_deleted"], "all but the current generation: 3 files and a manifest each")
-	assert.EqualValues(t, 1, r.Requests["delete-many"])
+	assert.EqualValues(t, 2, r.Requests["delete-many"], "one for the data objects, then one for the manifests")
 }
 
 func TestPartitionsRebase(t *testing.T) {
