@@ -1,0 +1,226 @@
+package commit_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// advClock is a controlled store clock for the adversary tests.
+type advClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *advClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *advClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
+
+// advSetup gives a mem store on a controlled clock, a dataset through a
+// fault injector, a direct dataset (another writer), and a seed commit.
+func advSetup(t *testing.T) (*advClock, store.Store, *faultstore.Store, *commit.Dataset, *commit.Dataset) {
+	t.Helper()
+	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := mem.New(mem.WithClock(clock.Now))
+	fs := faultstore.New(s)
+	d := commit.New(fs)
+	direct := commit.New(s)
+	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	return clock, s, fs, d, direct
+}
+
+// advCollect runs the collector with nothing kept but the current
+// generation and a one-minute orphan age.
+func advCollect(t *testing.T, s store.Store) *gc.Report {
+	t.Helper()
+	rep, err := gc.Run(context.Background(), s, gc.Options{Keep: -1, Grace: -1, OrphanAge: time.Minute})
+	require.NoError(t, err)
+	return rep
+}
+
+// loseFirstCAS makes the Tx's first pointer write lose: while it is in
+// flight, direct commits another partition. then, if set, runs after that
+// commit, still before the first write reaches the store.
+func loseFirstCAS(t *testing.T, fs *faultstore.Store, direct *commit.Dataset, then func()) {
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		p := partition(t, direct, "theirs/", map[string]string{"f": "t"})
+		_, err := p.Commit(context.Background(), commit.CommitOptions{})
+		require.NoError(t, err)
+		if then != nil {
+			then()
+		}
+	}})
+}
+
+// TestAdversaryRebaseSlowPastOrphanAge: the rebase is slow. Its manifest
+// PUT is held while the store's clock passes the orphan age and the
+// collector runs: the Tx's objects, under its original id, are orphans to
+// it (no manifest in the chain names them yet), and it deletes them after
+// publishing its horizon. The rebased compare-and-swap, sent afterwards on
+// the head's old ETag, must then be refused (ErrStale against the original
+// staging start), never commit a manifest whose objects are gone (I1).
+func TestAdversaryRebaseSlowPastOrphanAge(t *testing.T) {
+	ctx := context.Background()
+	clock, s, fs, d, direct := advSetup(t)
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+	var rep *gc.Report
+	loseFirstCAS(t, fs, direct, func() {
+		// The next write under _gen/ is the rebased manifest.
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			clock.Advance(time.Hour)
+			rep = advCollect(t, s)
+		}})
+	})
+	_, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrStale)
+	require.NotNil(t, rep)
+	assert.NotEmpty(t, rep.Orphans, "the collector took the Tx's objects as orphans")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t"}, contents(t, d))
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+}
+
+// TestAdversaryRebasedCASInFlightDuringGC: the rebased compare-and-swap is
+// held in the network, not yet at the store, while the clock passes the
+// orphan age and the collector deletes the Tx's objects (the rebased
+// manifest is too young to be an orphan; the data under the original id
+// are not). The late CAS fails its condition, the commit is settled as not
+// applied, and the guard refuses it against the new horizon: ErrStale, and
+// the pointer stays complete (I1).
+func TestAdversaryRebasedCASInFlightDuringGC(t *testing.T) {
+	ctx := context.Background()
+	clock, s, fs, d, direct := advSetup(t)
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+	var rep *gc.Report
+	loseFirstCAS(t, fs, direct, func() {
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			clock.Advance(time.Hour)
+			rep = advCollect(t, s)
+		}})
+	})
+	_, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrStale)
+	require.Equal(t, 1, tx.Rebased())
+	require.NotNil(t, rep)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t"}, contents(t, d))
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+}
+
+// TestAdversaryRebasedCASLandedDuringGC: the rebased compare-and-swap lands
+// at once, and its response is held while the clock passes the orphan age,
+// the collector runs, and another writer commits on top; then the
+// response is lost. The collector must keep the objects under the Tx's
+// original id, which the current (rebased) manifest names, and delete only
+// the original id's first manifest (I4, I1); the writer settles the commit
+// as its own by walking down the chain (I2) and discards nothing.
+func TestAdversaryRebasedCASLandedDuringGC(t *testing.T) {
+	ctx := context.Background()
+	clock, s, fs, d, direct := advSetup(t)
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
+	loseFirstCAS(t, fs, direct, func() {
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+			clock.Advance(time.Hour)
+			advCollect(t, s)
+			p := partition(t, direct, "top/", map[string]string{"f": "top"})
+			_, err := p.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+	})
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx.Rebased())
+	cur := readPointer(t, s)
+	assert.Equal(t, p.Generation, cur.Parent)
+	assert.NotEqual(t, tx.Generation(), p.Generation, "a rebased commit has a fresh id")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "mine/f": "mine", "mine/g": "mine", "top/f": "top"}, contents(t, d))
+	left := keysUnder(t, s, generation.Prefix(tx.Generation()))
+	assert.ElementsMatch(t, []string{generation.DataKey(tx.Generation(), "mine/f"), generation.DataKey(tx.Generation(), "mine/g")}, left)
+
+	// Once superseded and out of retention, the objects go with it.
+	clock.Advance(time.Hour)
+	for _, prefix := range []string{"mine/", "top/"} {
+		p := partition(t, direct, prefix, map[string]string{"f": "new"})
+		_, err := p.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+	}
+	clock.Advance(time.Hour)
+	advCollect(t, s)
+	checkComplete(t, d)
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+}
+
+// TestAdversaryRebasedUnknownKeepsAll: the rebased compare-and-swap lands,
+// its response is lost, and the pointer cannot be read back: the outcome
+// is unknown. Nothing may be discarded (I6): neither the objects under the
+// original id nor the rebased manifest, which the pointer now names; and
+// Attempted names the rebased generation, not the Tx's id.
+func TestAdversaryRebasedUnknownKeepsAll(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fs := faultstore.New(s)
+	d := commit.New(fs, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
+	direct := commit.New(s)
+	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+	loseFirstCAS(t, fs, direct, func() {
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+			fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+		}})
+	})
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrCommitUnknown)
+	fs.Clear()
+	cur := readPointer(t, s)
+	require.NotNil(t, tx.Attempted())
+	assert.Equal(t, cur.Generation, tx.Attempted().Generation)
+	assert.NotEqual(t, tx.Generation(), cur.Generation)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "mine/f": "mine"}, contents(t, d))
+}
+
+// TestAdversaryIntoStringPrefix: partitions whose names are string
+// prefixes of each other ("p1/" and "p10/") are disjoint: writers of both,
+// begun on one base, both commit by rebase, and neither removes nor
+// conflicts with the other's files. A writer of "p1/" that lost to a
+// writer adding "p1" (a file, not under the prefix) also commits.
+func TestAdversaryIntoStringPrefix(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	_, err := publish(t, d, map[string]string{"p1/a": "1", "p10/a": "10", "p1x": "x"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	t1 := partition(t, d, "p1/", map[string]string{"b": "1b"})
+	t10 := partition(t, d, "p10/", map[string]string{"b": "10b"})
+	_, err = t10.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	_, err = t1.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, t1.Rebased())
+	assert.Equal(t, map[string]string{"p1/b": "1b", "p10/b": "10b", "p1x": "x"}, contents(t, d))
+
+	// An empty partition (put --into --allow-empty, or rm --into) loses
+	// to a writer that added a file under it meanwhile, and removes
+	// nothing outside it.
+	rm := partition(t, d, "p1/", nil)
+	add := partition(t, d, "p1/", map[string]string{"b": "1b", "c": "1c"})
+	_, err = add.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	_, err = rm.Commit(ctx, commit.CommitOptions{})
+	var ce *commit.ConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.True(t, slices.Contains(ce.Overlap, "p1/c"), "overlap %v", ce.Overlap)
+	assert.Equal(t, map[string]string{"p1/b": "1b", "p1/c": "1c", "p10/b": "10b", "p1x": "x"}, contents(t, d))
+}
