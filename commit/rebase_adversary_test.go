@@ -224,3 +224,59 @@ func TestAdversaryIntoStringPrefix(t *testing.T) {
 	assert.True(t, slices.Contains(ce.Overlap, "p1/c"), "overlap %v", ce.Overlap)
 	assert.Equal(t, map[string]string{"p1/b": "1b", "p1/c": "1c", "p10/b": "10b", "p1x": "x"}, contents(t, d))
 }
+
+// TestAdversaryRebaseBeatsHorizonCAS: a collection plans while a rebased
+// commit is on its way, past the orphan age: the objects under the Tx's
+// original id and the rebased manifest are both orphans to its plan. Its
+// horizon compare-and-swap is held in the network while the rebased commit
+// lands (after one resend: the collector's token registration changed the
+// ETag the rebase had read). The collector's CAS then fails, and the
+// correction of its plan must keep every object the new current
+// generation names, under whatever generation id they sit (I4, I1); only
+// the original id's first manifest may go.
+func TestAdversaryRebaseBeatsHorizonCAS(t *testing.T) {
+	ctx := context.Background()
+	clock, s, fs, d, direct := advSetup(t)
+	gcfs := faultstore.New(s)
+	gcReady, gcDone, writerDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var rep *gc.Report
+	var gcErr error
+	gcfs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+		// The token registration landed; hold the next pointer write,
+		// the horizon CAS, until the writer has committed.
+		gcfs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			close(gcReady)
+			<-writerDone
+		}})
+	}})
+	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
+	loseFirstCAS(t, fs, direct, func() {
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			clock.Advance(time.Hour)
+			go func() {
+				defer close(gcDone)
+				rep, gcErr = gc.Run(ctx, gcfs, gc.Options{Keep: -1, Grace: -1, OrphanAge: time.Minute})
+			}()
+			select {
+			case <-gcReady:
+			case <-gcDone:
+			}
+		}})
+	})
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	close(writerDone)
+	<-gcDone
+	require.NoError(t, err)
+	require.NoError(t, gcErr)
+	select {
+	case <-gcReady:
+	default:
+		t.Fatal("the collector sent no horizon CAS: the interleaving did not happen")
+	}
+	require.Equal(t, 1, tx.Rebased())
+	assert.Equal(t, p.Generation, readPointer(t, s).Generation)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "mine/f": "mine", "mine/g": "mine"}, contents(t, d))
+	assert.ElementsMatch(t, []string{generation.DataKey(tx.Generation(), "mine/f"), generation.DataKey(tx.Generation(), "mine/g")},
+		keysUnder(t, s, generation.Prefix(tx.Generation())), "orphans %+v", rep.Orphans)
+	assert.NotEmpty(t, keysUnder(t, s, generation.Prefix(p.Generation)), "the rebased manifest stays")
+}
