@@ -2,7 +2,10 @@ package commit_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,8 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -279,4 +284,121 @@ func TestAdversaryRebaseBeatsHorizonCAS(t *testing.T) {
 	assert.ElementsMatch(t, []string{generation.DataKey(tx.Generation(), "mine/f"), generation.DataKey(tx.Generation(), "mine/g")},
 		keysUnder(t, s, generation.Prefix(tx.Generation())), "orphans %+v", rep.Orphans)
 	assert.NotEmpty(t, keysUnder(t, s, generation.Prefix(p.Generation)), "the rebased manifest stays")
+}
+
+// TestAdversaryRebaseUnderCollection: writers of disjoint partitions commit
+// with rebase, over and over, while collectors run back to back with no
+// orphan age (every run publishes its horizon at its own now and sweeps
+// every generation outside the chain, the objects of in-flight writers
+// included), keeping the whole chain. Every commit that returned success
+// must be in the history, with every file readable and matching its
+// checksum (I1, I2, I4): none of its objects, under its original id, was
+// taken as an orphan. Writers refused as stale or lost try again. On mem,
+// fs and s3.
+func TestAdversaryRebaseUnderCollection(t *testing.T) {
+	for _, f := range teststores.All() {
+		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			d := commit.New(s)
+			_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			const writers, wins, maxTries = 3, 3, 60
+			var mu sync.Mutex
+			var won []*pointer.Pointer
+			var rebased, refused int
+			stop := make(chan struct{})
+			var gcRuns, gcWG sync.WaitGroup
+			gcRuns.Add(1)
+			gcWG.Add(1)
+			go func() {
+				defer gcWG.Done()
+				first := true
+				for {
+					_, err := gc.Run(ctx, s, gc.Options{Keep: 1000, Grace: -1, OrphanAge: -1})
+					if err != nil && !errors.Is(err, gc.ErrBusy) && !errors.Is(err, lease.ErrHeld) {
+						t.Errorf("collector: %v", err)
+					}
+					if first {
+						gcRuns.Done()
+						first = false
+					}
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}()
+			gcRuns.Wait()
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n := 0
+					for try := 0; n < wins && try < maxTries; try++ {
+						tx, err := d.Begin(ctx)
+						if !assert.NoError(t, err) {
+							return
+						}
+						prefix := fmt.Sprintf("w%d/", w)
+						if !assert.NoError(t, tx.KeepAll(ctx)) {
+							return
+						}
+						for _, e := range tx.Entries() {
+							if strings.HasPrefix(e.Path, prefix) {
+								tx.Remove(e.Path)
+							}
+						}
+						if err := tx.PutBytes(ctx, fmt.Sprintf("%sf%d", prefix, try), []byte(fmt.Sprint(w, try))); err != nil {
+							// With no orphan age, the fs driver's sweep of
+							// leftovers may remove the temp file of a put in
+							// flight: the put fails, and nothing commits.
+							assert.NoError(t, tx.Discard(ctx))
+							continue
+						}
+						if !assert.NoError(t, tx.EnableRebase(commit.Rebase{Scope: prefix})) {
+							return
+						}
+						p, err := tx.Commit(ctx, commit.CommitOptions{})
+						mu.Lock()
+						rebased += tx.Rebased()
+						if err != nil {
+							refused++
+						}
+						mu.Unlock()
+						switch {
+						case err == nil:
+							n++
+							mu.Lock()
+							won = append(won, p)
+							mu.Unlock()
+						case errors.Is(err, commit.ErrStale), errors.Is(err, commit.ErrConflict), errors.Is(err, commit.ErrMissingObject):
+						default:
+							t.Errorf("writer %d: %v", w, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			gcWG.Wait()
+			t.Logf("%d commits won, %d rebases, %d refused", len(won), rebased, refused)
+			require.NotEmpty(t, won, "no commit won under the collector: the test proves nothing")
+			for _, p := range won {
+				snap, err := d.OpenAt(ctx, p.Generation)
+				require.NoError(t, err, "I2: a successful commit is in the history")
+				for _, e := range snap.Files() {
+					_, err := snap.ReadFile(ctx, e.Path)
+					require.NoError(t, err, "I1/I4: file %q of generation %s (seq %d)", e.Path, p.Generation, p.Seq)
+				}
+			}
+			checkComplete(t, d)
+		})
+	}
 }
