@@ -402,3 +402,66 @@ func TestAdversaryRebaseUnderCollection(t *testing.T) {
 		})
 	}
 }
+
+// rollbackTo commits, as publish rollback does, the files of the
+// generation at seq, held by a pin.
+func rollbackTo(t *testing.T, d *commit.Dataset, seq uint64) *pointer.Pointer {
+	t.Helper()
+	ctx := context.Background()
+	target, err := d.OpenAt(ctx, fmt.Sprint(seq))
+	require.NoError(t, err)
+	pin, err := target.Pin(ctx, time.Hour, "rollback")
+	require.NoError(t, err)
+	defer pin.Release(ctx) //nolint:errcheck // the test checks the commit
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	tx.KeepFrom(target)
+	tx.HoldPin(pin)
+	p, err := tx.Commit(ctx, commit.CommitOptions{Message: "rollback"})
+	require.NoError(t, err)
+	return p
+}
+
+// TestAdversaryRebaseOverRollback: a partition writer loses to a rollback
+// (to a seq without the partition writer's base changes outside its
+// scope) and rebases on it: the result is the rollback's files with the
+// partition's put in. A collection that keeps only the current generation
+// then leaves it complete; a rollback to the rebased generation itself
+// (whose files sit under the Tx's original id) commits and survives a
+// collection too (I1, I4).
+func TestAdversaryRebaseOverRollback(t *testing.T) {
+	for _, f := range teststores.Local() {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			fs := faultstore.New(s)
+			d := commit.New(fs)
+			direct := commit.New(s)
+			_, err := publish(t, d, map[string]string{"other/x": "v1"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			_, err = publish(t, d, map[string]string{"other/x": "v2", "other/y": "y"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				rollbackTo(t, direct, 1)
+			}})
+			p, err := tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			require.Equal(t, 1, tx.Rebased())
+			assert.EqualValues(t, 4, p.Seq)
+			assert.Equal(t, map[string]string{"other/x": "v1", "mine/f": "mine"}, contents(t, d))
+			_, err = gc.Run(ctx, s, gc.Options{Keep: -1, Grace: -1, OrphanAge: time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"other/x": "v1", "mine/f": "mine"}, contents(t, d))
+
+			// Supersede the rebased generation, then roll back to it.
+			_, err = publish(t, d, map[string]string{"z": "z"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			rollbackTo(t, d, p.Seq)
+			_, err = gc.Run(ctx, s, gc.Options{Keep: -1, Grace: -1, OrphanAge: time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"other/x": "v1", "mine/f": "mine"}, contents(t, d))
+			assert.Contains(t, keysUnder(t, s, generation.Prefix(tx.Generation())), generation.DataKey(tx.Generation(), "mine/f"))
+		})
+	}
+}
