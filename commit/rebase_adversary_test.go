@@ -465,3 +465,29 @@ func TestAdversaryRebaseOverRollback(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryRebaseFirstCommit: two partition writers begin on a dataset
+// with no pointer yet; the one whose create-if-absent loses rebases on the
+// other's first generation instead of losing, with seq 2 and the winner
+// as parent. On every local driver and s3.
+func TestAdversaryRebaseFirstCommit(t *testing.T) {
+	for _, f := range teststores.All() {
+		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			d := commit.New(f.New(t))
+			a := partition(t, d, "a/", map[string]string{"f": "a"})
+			b := partition(t, d, "b/", map[string]string{"f": "b"})
+			pa, err := a.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			pb, err := b.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, 1, b.Rebased())
+			assert.EqualValues(t, 2, pb.Seq)
+			assert.Equal(t, pa.Generation, pb.Parent)
+			assert.Equal(t, map[string]string{"a/f": "a", "b/f": "b"}, contents(t, d))
+		})
+	}
+}
