@@ -491,3 +491,43 @@ func TestAdversaryRebaseFirstCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryHeldRebasedCASAfterDiscard: the rebased compare-and-swap is
+// held back in the network and its caller hears an error; meanwhile a
+// writer of the same partition commits. The Tx proves its loss (the seq it
+// wanted is the other's), finds the overlap and discards its objects. The
+// held write then reaches the store: it must fail its condition, so that
+// the pointer never names the rebased manifest whose objects were just
+// deleted (I1, I6). On mem, fs and s3.
+func TestAdversaryHeldRebasedCASAfterDiscard(t *testing.T) {
+	for _, f := range teststores.All() {
+		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := f.New(t)
+			fs := faultstore.New(s)
+			d := commit.New(fs)
+			direct := commit.New(s)
+			_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+			require.NoError(t, err)
+			tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+			loseFirstCAS(t, fs, direct, func() {
+				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Hold, Times: 1, Then: func() {
+					p := partition(t, direct, "mine/", map[string]string{"f": "theirs"})
+					_, err := p.Commit(ctx, commit.CommitOptions{})
+					require.NoError(t, err)
+				}})
+			})
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			var ce *commit.ConflictError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, []string{"mine/f"}, ce.Overlap)
+			assert.Equal(t, 1, tx.Rebased())
+			assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "discarded after the proof")
+			require.ErrorIs(t, fs.Release(), store.ErrPrecondition, "the held write fails its condition")
+			assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "mine/f": "theirs"}, contents(t, d))
+		})
+	}
+}
