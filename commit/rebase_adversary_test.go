@@ -531,3 +531,38 @@ func TestAdversaryHeldRebasedCASAfterDiscard(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryRebaseFileDirClash: the rebase rule merges two generations
+// that are each well-formed into one that is not. Writer A replaces the
+// partition p1/ (its base has no "p1"); writer B, outside A's scope, adds a
+// file named "p1" and commits first. A's rebase sees no overlap ("p1" is
+// not under "p1/") and commits the head's files plus its own: "p1" is then
+// both a file and a directory, a tree no reader can materialize (publish
+// get fails with "file exists"). Expected: the rebase treats a head file
+// that is an ancestor of a path it writes (or a head path under a file it
+// writes) as an overlap and loses, naming it.
+func TestAdversaryRebaseFileDirClash(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	a := partition(t, d, "p1/", map[string]string{"x": "a"})
+	b, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.KeepAll(ctx))
+	require.NoError(t, b.PutBytes(ctx, "p1", []byte("b")))
+	_, err = b.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	_, err = a.Commit(ctx, commit.CommitOptions{})
+	files := contents(t, d)
+	for p := range files {
+		for q := range files {
+			assert.False(t, strings.HasPrefix(q, p+"/"), "the current generation holds %q as a file and as the directory of %q (commit error: %v)", p, q, err)
+		}
+	}
+	var ce *commit.ConflictError
+	if assert.ErrorAs(t, err, &ce) {
+		assert.Contains(t, ce.Overlap, "p1")
+	}
+}
