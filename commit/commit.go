@@ -94,6 +94,9 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		m.Parent, m.ParentManifestSHA256, m.Seq = tx.base.Generation, tx.base.ManifestSHA256, tx.base.Seq+1
 		m.BaseCommittedAt = tx.baseCommittedAt
 	}
+	if file, below := generation.Clash(entries); file != "" {
+		return nil, tx.abort(ctx, fmt.Errorf("commit: %w: %q is a file, and %q would make it a directory too; no file system can hold both, so nothing was committed", ErrFileDirClash, file, below))
+	}
 	stored, err := generation.Encode(m)
 	if err != nil {
 		return nil, tx.abort(ctx, err)

@@ -43,6 +43,10 @@ var (
 	// generation has no object, or one of the wrong size, and there is no
 	// local copy to upload again. Nothing was committed.
 	ErrMissingObject = errors.New("commit: referenced object missing")
+	// ErrFileDirClash: the generation would hold a file at a path that
+	// another of its paths needs as a directory ("a" and "a/b"), which no
+	// file system can hold. Nothing was committed.
+	ErrFileDirClash = errors.New("file and directory at one path")
 )
 
 // ConflictError reports a lost race.

@@ -259,6 +259,12 @@ func (tx *Tx) rebaseOn(ctx context.Context, rs *rebaseState, head *pointer.Point
 		return nil, "", lostTo
 	}
 	entries := rs.merged(heads)
+	if file, below := generation.Clash(entries); file != "" {
+		// Each side alone is a tree, but not the two together: a file
+		// where the other has a directory. That is an overlap too.
+		lostTo.Overlap = []string{file, below}
+		return nil, "", lostTo
+	}
 	if err := tx.reprove(ctx, rs, headKeys); err != nil {
 		return nil, "", fmt.Errorf("%w; rebase: %w", lostTo, err)
 	}

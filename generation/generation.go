@@ -12,6 +12,7 @@ package generation
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/google/uuid"
@@ -94,4 +95,23 @@ func CheckPath(p string) error {
 		}
 	}
 	return nil
+}
+
+// Clash returns a file of entries that the path of another entry runs
+// through as if it were a directory ("a" beside "a/b"), and that other
+// path; both are "" when there is none. No file system can hold both, so a
+// generation with a clash could be read but never downloaded.
+func Clash(entries []Entry) (file, below string) {
+	files := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		files[e.Path] = true
+	}
+	for _, e := range entries {
+		for d := path.Dir(e.Path); d != "."; d = path.Dir(d) {
+			if files[d] {
+				return d, e.Path
+			}
+		}
+	}
+	return "", ""
 }

@@ -356,16 +356,8 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 // checkTree refuses entries that no directory tree can hold: a path that
 // is a file and also the directory of another file.
 func checkTree(entries []generation.Entry) error {
-	files := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		files[e.Path] = true
-	}
-	for _, e := range entries {
-		for d := path.Dir(e.Path); d != "."; d = path.Dir(d) {
-			if files[d] {
-				return fmt.Errorf("the snapshot has a file %q and also files below it, such as %q; a directory cannot hold both, so nothing was synced", d, e.Path)
-			}
-		}
+	if d, p := generation.Clash(entries); d != "" {
+		return fmt.Errorf("the snapshot has a file %q and also files below it, such as %q; a directory cannot hold both, so nothing was synced", d, p)
 	}
 	return nil
 }

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
 )
 
 // corruptObject flips the first byte of every object file of a local store
@@ -84,22 +90,45 @@ func TestSyncAdversaryFilteredInsideReplacedDir(t *testing.T) {
 // refuse it before it changes anything.
 func TestSyncAdversaryFileAndDirSameName(t *testing.T) {
 	tg := fileTargets(t)[0]
-	ctx := context.Background()
 	url := tg.url(t)
 	tg.ok(t, "put", writeTree(t, map[string]string{"a/b": "one"}), url)
 	dest := filepath.Join(t.TempDir(), "dest")
 	tg.ok(t, "sync", url, dest)
 
-	d := commit.New(tg.open(t, url))
-	tx, err := d.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, tx.PutBytes(ctx, "a", []byte("file a")))
-	require.NoError(t, tx.PutBytes(ctx, "a/b", []byte("two")))
-	_, err = tx.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
+	// Commit refuses such a generation now (commit.ErrFileDirClash), so
+	// it is written by hand, as an older writer could have.
+	commitByHand(t, tg.open(t, url), map[string]string{"a": "file a", "a/b": "two"})
 
 	r := tg.run(t, "sync", url, dest)
 	assert.Equal(t, exitError, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, `"a"`)
 	assert.Equal(t, map[string]string{"a/b": "one"}, readTree(t, dest), "DEST is left as it was")
+}
+
+// commitByHand commits files as the next generation without Commit's
+// checks: the objects, a manifest and a pointer write, as a writer of an
+// older version could have.
+func commitByHand(t *testing.T, s store.Store, files map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cur, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	gen, err := generation.New()
+	require.NoError(t, err)
+	m := &generation.Manifest{Format: generation.FormatV1, Generation: gen, Parent: cur.Generation,
+		ParentManifestSHA256: cur.ManifestSHA256, Seq: cur.Seq + 1, StagingStart: time.Now().UTC()}
+	for p, body := range files {
+		sum := sha256.Sum256([]byte(body))
+		_, err := s.Put(ctx, generation.DataKey(gen, p), strings.NewReader(body), store.PutOptions{})
+		require.NoError(t, err)
+		m.Entries = append(m.Entries, generation.Entry{Path: p, Key: generation.DataKey(gen, p), Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	stored, err := generation.Encode(m)
+	require.NoError(t, err)
+	_, err = s.Put(ctx, generation.ManifestKey(gen), bytes.NewReader(stored), store.PutOptions{})
+	require.NoError(t, err)
+	msum := sha256.Sum256(stored)
+	_, err = pointer.Write(ctx, s, &pointer.Pointer{Seq: m.Seq, Generation: gen, Parent: cur.Generation,
+		Manifest: generation.ManifestKey(gen), ManifestSHA256: hex.EncodeToString(msum[:])}, attrs.ETag)
+	require.NoError(t, err)
 }
