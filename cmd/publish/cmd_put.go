@@ -496,11 +496,15 @@ func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters,
 	if err != nil {
 		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
 	}
+	local := src // what is read: SRC, or the target of a SRC that is a link
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if links != linksFollow && links != linksFollowAny {
 			return nil, fmt.Errorf("SRC %s is a symbolic link; name its target, or pass --links follow", src)
 		}
-		if fi, err = os.Stat(src); err != nil {
+		if local, err = filepath.EvalSymlinks(src); err != nil {
+			return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
+		}
+		if fi, err = os.Lstat(local); err != nil {
 			return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
 		}
 	}
@@ -513,7 +517,7 @@ func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters,
 		if !keep.Match(name) {
 			return nil, nil
 		}
-		return []srcFile{{path: name, local: src, size: fi.Size(), info: fi}}, nil
+		return []srcFile{{path: name, local: local, size: fi.Size(), info: fi}}, nil
 	case !fi.IsDir():
 		return nil, fmt.Errorf("SRC %s: not a directory or regular file", src)
 	}

@@ -117,3 +117,30 @@ func TestRepairRefusesChangedFile(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestStageLinkedSRCFile: a SRC that is a link to a file, with --links
+// follow, is staged from its target under the link's name.
+func TestStageLinkedSRCFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "real"), []byte("target"), 0o644))
+	require.NoError(t, os.Symlink("real", filepath.Join(dir, "lnk")))
+	ctx := context.Background()
+	files, err := collect(ctx, filepath.Join(dir, "lnk"), linksFollow, &filters{})
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	assert.Equal(t, "lnk", files[0].path)
+
+	s, err := store.Open(ctx, memURL(), store.Config{})
+	require.NoError(t, err)
+	d := commit.New(s)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stage(ctx, putOptions{globalOptions: &globalOptions{}, Concurrency: 1}, tx, files, &discard{}))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	got, err := snap.ReadFile(ctx, "lnk")
+	require.NoError(t, err)
+	assert.Equal(t, "target", string(got))
+}
