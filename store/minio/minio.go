@@ -22,6 +22,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -93,7 +94,7 @@ type Store struct {
 	core     minio.Core
 	bucket   string
 	endpoint string // scheme://host, for error messages
-	ver      *versioning
+	ver      *versions.State
 }
 
 var _ store.Store = (*Store)(nil)
@@ -151,7 +152,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		core:     minio.Core{Client: client},
 		bucket:   opts.Bucket,
 		endpoint: client.EndpointURL().String(),
-		ver:      newVersioning(opts.Versioning),
+		ver:      versions.NewState(opts.Versioning),
 	}, nil
 }
 
@@ -507,7 +508,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 	}
 	defer func() {
 		if err == nil {
-			s.ver.plainDeleted(ctx)
+			s.ver.PlainDeleted(ctx)
 		}
 	}()
 	var add http.Header
@@ -541,7 +542,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	}
 	defer func() {
 		if err == nil {
-			s.ver.plainDeleted(ctx)
+			s.ver.PlainDeleted(ctx)
 		}
 	}()
 	objects := func(yield func(minio.ObjectInfo) bool) {

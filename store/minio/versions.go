@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 
@@ -15,86 +14,26 @@ import (
 	"github.com/commitptr/commitptr/store"
 )
 
-// versioning remembers whether the bucket keeps versions. The lock is a
-// channel so that a caller whose context ends stops waiting for another's
-// question.
-type versioning struct {
-	lock     chan struct{}
-	state    store.Versioning // VersioningAuto until known
-	declared bool             // state was given in Options
-	// keeps is set when a write was answered with a version id: the
-	// bucket keeps versions, whatever was declared.
-	keeps atomic.Bool
-}
-
-func newVersioning(declared store.Versioning) *versioning {
-	return &versioning{lock: make(chan struct{}, 1), state: declared, declared: declared != store.VersioningAuto}
-}
-
-// plainDeleted tells the tracker in ctx that a plain delete freed nothing
-// on a bucket that keeps versions, though it was declared not to: it only
-// added delete markers.
-func (v *versioning) plainDeleted(ctx context.Context) {
-	if v.keeps.Load() {
-		store.AddFreed(ctx, store.Freed{Versioned: true})
-	}
-}
-
 // Versioning implements store.Versioner: it asks GetBucketVersioning once
 // per Store, unless Options.Versioning declared the answer or a Put was
-// answered with a version id. A bucket whose versioning was ever enabled
-// keeps versions, also while it is suspended.
+// answered with a version id (versions.State).
 func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
-	select {
-	case s.ver.lock <- struct{}{}:
-	case <-ctx.Done():
-		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, nil, ctx.Err())
-	}
-	defer func() { <-s.ver.lock }()
-	if s.ver.state != store.VersioningAuto {
-		return s.ver.state, nil
-	}
-	cfg, err := s.client.GetBucketVersioning(ctx, s.bucket)
-	if err != nil {
-		class, cause := s.sort(err, false)
-		return store.VersioningAuto, store.Wrap("get-bucket-versioning", s.bucket, class,
-			fmt.Errorf("cannot tell whether the bucket keeps versions (grant s3:GetBucketVersioning, or declare it with versioning=on or versioning=off in the URL): %w", cause))
-	}
-	s.ver.state = store.VersioningOff
-	if cfg.Status != "" {
-		s.ver.state = store.VersioningOn
-	}
-	return s.ver.state, nil
+	return s.ver.Get(ctx, s.bucket, func(ctx context.Context) (bool, error) {
+		cfg, err := s.client.GetBucketVersioning(ctx, s.bucket)
+		if err != nil {
+			class, cause := s.sort(err, false)
+			return false, store.Wrap("get-bucket-versioning", s.bucket, class, versions.CannotTell(cause))
+		}
+		return cfg.Status != "", nil
+	})
 }
 
-// sawVersionID records that a write was answered with a version id: the
-// bucket keeps versions. "null" is the id of a write to a bucket whose
-// versioning is suspended, or to one without versioning on some servers,
-// so it proves nothing. An answer the bucket gave before (versioning
-// enabled since) gives way; a declared one stays, and the plain deletes
-// it makes report that they freed nothing.
-func (s *Store) sawVersionID(id string) {
-	if v := id; v == "" || v == "null" {
-		return
-	}
-	s.ver.keeps.Store(true)
-	select {
-	case s.ver.lock <- struct{}{}:
-		if !s.ver.declared {
-			s.ver.state = store.VersioningOn
-		}
-		<-s.ver.lock
-	default: // someone is asking the bucket; the answer will be the same
-	}
-}
+// sawVersionID records the version id a write was answered with.
+func (s *Store) sawVersionID(id string) { s.ver.SawVersionID(id) }
 
 // versioned reports whether deletes must remove versions, for op on key.
 func (s *Store) versioned(ctx context.Context, op, key string) (bool, error) {
-	v, err := s.Versioning(ctx)
-	if err != nil {
-		return false, store.Wrap(op, key, nil, err)
-	}
-	return v == store.VersioningOn, nil
+	return versions.Deletes(ctx, s, op, key)
 }
 
 // deleteVersions deletes every version of keys that a listing shows, older

@@ -23,6 +23,7 @@ import (
 	smithymiddleware "github.com/aws/smithy-go/middleware"
 
 	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -85,7 +86,7 @@ type Store struct {
 	uploader *transfermanager.Client
 	bucket   string
 	endpoint string // for error messages
-	ver      *versioning
+	ver      *versions.State
 }
 
 var _ store.Store = (*Store)(nil)
@@ -175,7 +176,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}),
 		bucket:   opts.Bucket,
 		endpoint: endpoint,
-		ver:      newVersioning(opts.Versioning),
+		ver:      versions.NewState(opts.Versioning),
 	}, nil
 }
 
@@ -329,7 +330,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 	}
 	defer func() {
 		if err == nil {
-			s.ver.plainDeleted(ctx)
+			s.ver.PlainDeleted(ctx)
 		}
 	}()
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
@@ -369,7 +370,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	}
 	defer func() {
 		if err == nil {
-			s.ver.plainDeleted(ctx)
+			s.ver.PlainDeleted(ctx)
 		}
 	}()
 	var failed []string
