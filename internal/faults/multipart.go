@@ -1,9 +1,12 @@
 package faults
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -83,4 +86,105 @@ func (e *ExactUploadPrefix) RoundTrip(r *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(r)
+}
+
+// PartHolder is an http.RoundTripper that stands for a network that holds
+// part uploads: it reads the whole body of every UploadPart, then keeps
+// the request until Release, and only then sends it on to Base. A sender
+// that gives up meanwhile (its context ends) gets its context's error, but
+// the part still reaches the server later, as a request that had left the
+// client would. Aborts of multipart uploads that arrive while a part is
+// held are counted: a driver that aborts before every part it handed over
+// in full is answered races with those parts on the server.
+type PartHolder struct {
+	// Base sends the requests; http.DefaultTransport if nil.
+	Base http.RoundTripper
+
+	mu          sync.Mutex
+	held        int // parts read in full and not yet answered
+	early       int // aborts that arrived while held > 0
+	first       chan struct{}
+	firstOnce   sync.Once
+	release     chan struct{}
+	releaseOnce sync.Once
+	inflight    sync.WaitGroup
+}
+
+// NewPartHolder returns a PartHolder over base.
+func NewPartHolder(base http.RoundTripper) *PartHolder {
+	return &PartHolder{Base: base, first: make(chan struct{}), release: make(chan struct{})}
+}
+
+// Held is closed once the first part is held with its body in full.
+func (h *PartHolder) Held() <-chan struct{} { return h.first }
+
+// Release sends the held parts on, and every later one at once.
+func (h *PartHolder) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+// Wait waits until every part has been answered by Base.
+func (h *PartHolder) Wait() { h.inflight.Wait() }
+
+// EarlyAborts returns how many aborts arrived while a part was held.
+func (h *PartHolder) EarlyAborts() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.early
+}
+
+// RoundTrip implements http.RoundTripper.
+func (h *PartHolder) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := h.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	q := req.URL.Query()
+	if req.Method == http.MethodDelete && q.Has("uploadId") {
+		h.mu.Lock()
+		if h.held > 0 {
+			h.early++
+		}
+		h.mu.Unlock()
+		return base.RoundTrip(req)
+	}
+	if req.Method != http.MethodPut || !q.Has("partNumber") || !q.Has("uploadId") {
+		return base.RoundTrip(req)
+	}
+	r, err := detach(req)
+	if err != nil {
+		return nil, err
+	}
+	r = r.WithContext(context.WithoutCancel(req.Context()))
+	h.mu.Lock()
+	h.held++
+	h.mu.Unlock()
+	h.firstOnce.Do(func() { close(h.first) })
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	answer := make(chan result, 1)
+	h.inflight.Add(1)
+	go func() {
+		defer h.inflight.Done()
+		<-h.release
+		resp, err := base.RoundTrip(r)
+		if err == nil {
+			// The answer is read here, so that the server is done with
+			// the part before it counts as answered.
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		h.mu.Lock()
+		h.held--
+		h.mu.Unlock()
+		answer <- result{resp, err}
+	}()
+	select {
+	case a := <-answer:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
 }

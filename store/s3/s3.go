@@ -23,6 +23,7 @@ import (
 	smithymiddleware "github.com/aws/smithy-go/middleware"
 
 	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/internal/settle"
 	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
 )
@@ -151,7 +152,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		if opts.HTTPClient != nil {
 			o.HTTPClient = opts.HTTPClient
 		}
-		o.HTTPClient = httptimeout.Client(o.HTTPClient, opts.Timeouts)
+		// A part upload is seen through to its answer once its body is
+		// sent, so that the abort of a cancelled upload is final.
+		o.HTTPClient = settle.Client(httptimeout.Client(o.HTTPClient, opts.Timeouts))
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true

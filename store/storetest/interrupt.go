@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -65,4 +67,49 @@ func InterruptedPuts(t *testing.T, s store.Store, size int64, trials int, upload
 	}
 	assert.Positive(t, interrupted, "no trial interrupted a put")
 	assert.Empty(t, uploads(t), "incomplete multipart uploads left by interrupted puts")
+}
+
+// SettledParts cancels a multipart Put while the network holds one of its
+// parts, whose body it has in full, and checks that the driver sends no
+// abort of the upload until that part is answered, and that no upload is
+// left. open returns a store that sends its requests through rt. size
+// must be large enough for a multipart upload.
+//
+// A driver that aborts at once can be told only by its abort arriving
+// while the part is held; the test waits for that at most noticed, so a
+// loaded machine makes it less sensitive, never flaky.
+func SettledParts(t *testing.T, open func(rt http.RoundTripper) store.Store, size int64, uploads func(t *testing.T) []string) {
+	const noticed = 2 * time.Second
+	h := faults.NewPartHolder(nil)
+	defer h.Wait()
+	defer h.Release()
+	s := open(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, "held/f", bytes.NewReader(make([]byte, size)), store.PutOptions{Size: size})
+		done <- err
+	}()
+	select {
+	case <-h.Held():
+	case err := <-done:
+		t.Fatalf("the put ended before any part was sent: %v", err)
+	}
+	cancel()
+	var err error
+	returned := false
+	select {
+	case err = <-done:
+		returned = true
+	case <-time.After(noticed):
+	}
+	h.Release()
+	if !returned {
+		err = <-done
+	}
+	require.ErrorIs(t, err, context.Canceled)
+	h.Wait()
+	assert.Zero(t, h.EarlyAborts(), "the upload was aborted while a part it had sent in full was unanswered")
+	assert.Empty(t, uploads(t), "incomplete multipart uploads left by the cancelled put")
 }
