@@ -130,7 +130,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 				// is may be on its way (the guard can fail on an unchanged
 				// pointer: a pin that expired, or could not be read): it
 				// may land, so nothing is discarded.
-				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %w", ErrCommitUnknown, tx.gen, err)
+				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %w", ErrCommitUnknown, next.Generation, err)
 			}
 			return nil, tx.abort(ctx, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -62,9 +63,10 @@ const (
 // objects are deleted and the error is a *ConflictError, whose Overlap
 // names the paths.
 //
-// Dataset.Update does not rebase: its fn may read any file of the base.
-// Call EnableRebase before Commit; it returns an error for a Scope that is
-// not a valid path prefix ending in "/".
+// Dataset.Update does not rebase: its fn may read any file of the base,
+// so EnableRebase on the Tx it passes to fn returns an error. Call
+// EnableRebase before Commit; it returns an error for a Scope that is not
+// a valid path prefix ending in "/".
 func (tx *Tx) EnableRebase(r Rebase) error {
 	if r.Scope != "" {
 		if !strings.HasSuffix(r.Scope, "/") {
@@ -88,9 +90,16 @@ func (tx *Tx) EnableRebase(r Rebase) error {
 	if err := tx.checkOpen(); err != nil {
 		return err
 	}
+	if tx.noRebase {
+		return ErrUpdateNoRebase
+	}
 	tx.rebase = &r
 	return nil
 }
+
+// ErrUpdateNoRebase is what EnableRebase returns on the Tx of
+// Dataset.Update.
+var ErrUpdateNoRebase = errors.New("commit: the transaction of Update does not rebase: its function may have read any file of the base; use Begin and Commit")
 
 // Rebased returns how many times Commit rebased the generation.
 func (tx *Tx) Rebased() int {

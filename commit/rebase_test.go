@@ -619,3 +619,30 @@ func TestRebaseBounds(t *testing.T) {
 	}
 	require.NoError(t, bad.Discard(ctx))
 }
+
+// TestUpdateDoesNotRebase: the Tx of Update refuses EnableRebase, so a
+// writer of another path that wins meanwhile makes fn run again, even when
+// fn read nothing through BaseSnapshot.
+func TestUpdateDoesNotRebase(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	runs := 0
+	_, err = d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+		runs++
+		assert.ErrorIs(t, tx.EnableRebase(commit.Rebase{}), commit.ErrUpdateNoRebase)
+		if runs == 1 {
+			other, err := d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, other.KeepAll(ctx))
+			require.NoError(t, other.PutBytes(ctx, "other", []byte("o")))
+			_, err = other.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}
+		return tx.PutBytes(ctx, "mine", []byte(fmt.Sprint(runs)))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, runs, "fn ran again after the other writer won")
+	assert.Equal(t, map[string]string{"seed": "0", "other": "o", "mine": "2"}, contents(t, d))
+}

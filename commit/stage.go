@@ -40,9 +40,12 @@ type Tx struct {
 
 	mu      sync.Mutex
 	entries map[string]generation.Entry
-	staged  []string // keys this Tx wrote, all under its own generation
-	reused  int
-	done    bool
+	// staged holds the keys this Tx wrote: its objects and its manifest,
+	// under its own generation, and the manifest of each rebase, under the
+	// fresh generation id of that rebase.
+	staged []string
+	reused int
+	done   bool
 	// committing is set when Commit starts; from then on only Commit may
 	// discard.
 	committing bool
@@ -63,6 +66,7 @@ type Tx struct {
 	touched  map[string]bool
 	readBase bool
 	rebase   *Rebase // nil unless EnableRebase
+	noRebase bool    // set for the Tx of Dataset.Update, which must not rebase
 	rebased  int
 	lastSent *pointer.Pointer // the last pointer value Commit sent
 }

@@ -50,7 +50,9 @@ func (r Retry) backoff(attempt int) time.Duration {
 //
 // fn may run more than once and must be safe to re-run: it should derive
 // its changes from tx.BaseSnapshot only. If fn returns an error, the Tx is
-// discarded and Update returns that error.
+// discarded and Update returns that error. fn's Tx does not rebase: a
+// conflict on any path means fn runs again (EnableRebase returns
+// ErrUpdateNoRebase).
 func (d *Dataset) Update(ctx context.Context, opts CommitOptions, fn func(ctx context.Context, tx *Tx) error) (*pointer.Pointer, error) {
 	var last error
 	for attempt := 0; attempt < max(d.retry.Attempts, 1); attempt++ {
@@ -67,6 +69,9 @@ func (d *Dataset) Update(ctx context.Context, opts CommitOptions, fn func(ctx co
 			tx.discardQuietly(ctx)
 			return nil, err
 		}
+		tx.mu.Lock()
+		tx.noRebase = true
+		tx.mu.Unlock()
 		if err := fn(ctx, tx); err != nil {
 			tx.discardQuietly(ctx)
 			return nil, err

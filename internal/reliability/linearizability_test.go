@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -550,13 +551,25 @@ type linPlan struct {
 	runs, ops, clients int
 }
 
+// linPlanFor is the plan for driver. In long mode, COMMITPTR_LIN_RUNS sets
+// the number of runs per driver (default 10).
 func linPlanFor(driver string) linPlan {
 	local := driver == "mem" || driver == "fs"
+	if long() {
+		p := linPlan{runs: 10, ops: 500, clients: 6}
+		if local {
+			p = linPlan{runs: 10, ops: 1000, clients: 8}
+		}
+		if v := os.Getenv("COMMITPTR_LIN_RUNS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				panic(fmt.Sprintf("COMMITPTR_LIN_RUNS=%q is not a positive count", v))
+			}
+			p.runs = n
+		}
+		return p
+	}
 	switch {
-	case long() && local:
-		return linPlan{runs: 10, ops: 1000, clients: 8}
-	case long():
-		return linPlan{runs: 10, ops: 500, clients: 6}
 	case local:
 		return linPlan{runs: 2, ops: 500, clients: 6}
 	default:
