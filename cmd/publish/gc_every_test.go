@@ -28,7 +28,12 @@ func TestGCEvery(t *testing.T) {
 			for i := range 3 {
 				tg.ok(t, "put", writeTree(t, map[string]string{"v.txt": fmt.Sprint("version ", i)}), url)
 			}
-			cmd := tg.command(t, "--json", "gc", "--every", "200ms", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
+			// Every generation here commits, so there are no orphans to
+			// wait for; an orphan age of an hour keeps the horizon an hour
+			// back, where it cannot make the put below stale when a run
+			// publishes it in the same second (orphan age 0 did, on a
+			// loaded machine: exit 6).
+			cmd := tg.command(t, "--json", "gc", "--every", "200ms", "--keep", "1", "--grace", "0", "--orphan-age", "1h", url)
 			out, err := cmd.StdoutPipe()
 			require.NoError(t, err)
 			var errb lockedBuffer
