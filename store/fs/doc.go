@@ -14,7 +14,8 @@
 //
 //   - Writes are atomic and durable: the body and its attributes go to a temp
 //     file in the object's directory, which is fsynced, then published with
-//     one rename(2) or link(2), and the directory is fsynced. A reader sees
+//     one rename(2) or link(2), and the directory is fsynced (after its
+//     lock is released, before the write reports success). A reader sees
 //     either the old or the new object, never a mix: Get opens the file once,
 //     and a later replacement does not affect the open file.
 //   - Create-if-absent (PutOptions.IfNoneMatch) publishes with link(2), which
@@ -27,7 +28,8 @@
 //     spelling of the key: stores rooted at /r and at /r/sub, or at a
 //     symbolic link to /r, reach the object "sub/k" of /r through the same
 //     directory and so meet the same lock. Mutations of the keys of one
-//     directory wait for each other. Reads take no lock. A process paused
+//     directory wait for each other; those of one process take turns in
+//     the order they came, so none starves. Reads take no lock. A process paused
 //     (SIGSTOP, a frozen container) while it holds the lock keeps it until
 //     it resumes, and no one may take it over, since its write may still
 //     complete; the others give up after the lock wait (Store.SetLockWait,

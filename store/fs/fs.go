@@ -298,11 +298,11 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 		return store.Attrs{}, err
 	}
 
-	unlock, err := s.lock(ctx, dir)
+	l, err := s.lock(ctx, dir)
 	if err != nil {
 		return store.Attrs{}, tempGone(err) // the temp file was in dir
 	}
-	defer unlock()
+	defer l.release()
 	if opts.IfMatch != "" {
 		if err := checkETag(file, opts.IfMatch); err != nil {
 			return store.Attrs{}, err
@@ -336,7 +336,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.Put
 		}
 		published = true
 	}
-	if err := syncDir(dir); err != nil {
+	if err := l.releaseSynced(); err != nil {
 		return store.Attrs{}, err
 	}
 	return attrsOf(t, fi.ModTime()), nil
@@ -444,40 +444,33 @@ func (s *Store) delete(ctx context.Context, key string, opts store.DeleteOptions
 	if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
 		return nil // missing: nothing to do, with or without IfMatch
 	}
-	unlock, err := s.lock(ctx, dir)
+	l, err := s.lock(ctx, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the object's directory went missing meanwhile, and the object with it
 	}
 	if err != nil {
 		return err
 	}
+	defer l.release()
 	if opts.IfMatch != "" {
 		cur, err := currentETag(file)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			unlock()
 			return nil // it went missing meanwhile: not an error
 		case err != nil:
-			unlock()
 			return err
 		case cur != opts.IfMatch:
-			unlock()
 			return precondition("ETag is %q, not %q", cur, opts.IfMatch)
 		}
 	}
 	err = os.Remove(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		unlock()
 		return nil
 	}
-	if err == nil {
-		err = syncDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			err = nil // a concurrent delete pruned the emptied directory
-		}
-	}
-	unlock()
 	if err != nil {
+		return err
+	}
+	if err := l.releaseSynced(); err != nil {
 		return err
 	}
 	s.pruneDirs(dir)

@@ -5,38 +5,67 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 )
+
+// A dirLock is the lock of one directory, held: the directory's flock,
+// taken through f, and this process's turn in the directory's queue.
+type dirLock struct {
+	f     *os.File
+	leave func() // gives up the turn in the queue
+	done  bool
+}
 
 // lock takes the exclusive flock that guards every mutation of the keys
 // whose object files lie in dir: the flock of dir itself. Every path that
 // reaches an object file, through this root, another root above or below
 // it, or a symbolic link, reaches the same directory, so every spelling of
-// one object meets the same lock, in every process. It waits until the
-// lock is free or ctx is done, and returns the function that releases it.
+// one object meets the same lock, in every process.
 //
-// A directory can be pruned (and made again) while a caller waits for its
-// lock, so lock checks, once it holds the flock, that dir still names the
-// directory it locked, and tries again if not. It fails with an error
-// matching fs.ErrNotExist when dir is gone.
-func (s *Store) lock(ctx context.Context, dir string) (unlock func(), err error) {
+// The writers of one directory in this process first take turns in a queue
+// of their own (see enqueue), so that at most one of them waits for the
+// flock at a time. flock(2) wakes every waiter when the lock is released
+// and lets the first to run win; without the queue, one writer could lose
+// that race round after round on a busy machine.
+//
+// lock waits until the lock is free or ctx is done, and at most the
+// store's lock wait in all: queue and flock together. A directory can be
+// pruned (and made again) while a caller waits for its lock, so lock
+// checks, once it holds the flock, that dir still names the directory it
+// locked, and tries again if not. It fails with an error matching
+// fs.ErrNotExist when dir is gone.
+func (s *Store) lock(ctx context.Context, dir string) (*dirLock, error) {
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.lockWait > 0 {
+		wctx, cancel = context.WithTimeoutCause(ctx, s.lockWait, errLockWait)
+	}
+	defer cancel()
 	for {
 		f, err := os.Open(dir)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.flockBounded(ctx, f, dir); err != nil {
+		held, err := f.Stat()
+		if err != nil {
+			f.Close()
 			return nil, err
 		}
-		held, err := f.Stat()
-		if err == nil {
-			var now os.FileInfo
-			now, err = os.Stat(dir)
-			if err == nil && os.SameFile(held, now) {
-				return func() { f.Close() }, nil // closing the only descriptor releases the flock
-			}
+		leave, err := enqueue(wctx, held)
+		if err != nil {
+			f.Close()
+			return nil, s.waitErr(wctx, dir, err)
+		}
+		if err := flockCtx(wctx, f); err != nil {
+			leave()
+			return nil, s.waitErr(wctx, dir, err)
+		}
+		now, err := os.Stat(dir)
+		if err == nil && os.SameFile(held, now) {
+			return &dirLock{f: f, leave: leave}, nil
 		}
 		f.Close()
+		leave()
 		if err != nil {
 			return nil, err
 		}
@@ -46,17 +75,48 @@ func (s *Store) lock(ctx context.Context, dir string) (unlock func(), err error)
 	}
 }
 
-// flockBounded takes the flock of dir through f like flockCtx, waiting at
-// most the store's lock wait.
-func (s *Store) flockBounded(ctx context.Context, f *os.File, dir string) error {
-	if s.lockWait <= 0 {
-		return flockCtx(ctx, f)
+// release gives the lock up: closing the only descriptor of the flock
+// releases it, then the queue's turn goes to the next writer. It does
+// nothing on a lock released already.
+func (l *dirLock) release() {
+	if l.done {
+		return
 	}
-	wctx, cancel := context.WithTimeoutCause(ctx, s.lockWait, errLockWait)
-	defer cancel()
-	err := flockCtx(wctx, f)
-	if err != nil && errors.Is(context.Cause(wctx), errLockWait) {
-		return fmt.Errorf("fs: the lock of directory %s is still held by another process after %s (a process paused or stuck inside a write holds it until it resumes or exits; --timeout sets the wait): %w", dir, s.lockWait, ErrLockWait)
+	l.done = true
+	l.f.Close()
+	l.leave()
+}
+
+// releaseSynced gives the lock up, then fsyncs the directory it locked,
+// making the entry its holder renamed, linked or removed durable. The
+// rename is atomic under the lock, and the sync needs no lock: so the next
+// writer of the directory need not wait for it. A write reports success
+// only after its own sync, which also covers the entries of writers before
+// it.
+func (l *dirLock) releaseSynced() error {
+	if l.done {
+		return nil
+	}
+	l.done = true
+	// Closing f would release the flock too, but f is still needed for
+	// the sync. An unlock that fails leaves the flock to the close below.
+	_ = flock(int(l.f.Fd()), syscall.LOCK_UN)
+	l.leave()
+	err := syncDirFile(l.f)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDirFile fsyncs an open directory. Tests replace it to hold a sync.
+var syncDirFile = (*os.File).Sync
+
+// waitErr turns the error of a wait for the lock of dir, under wctx, into
+// the one lock returns: ErrLockWait when the store's lock wait ran out.
+func (s *Store) waitErr(wctx context.Context, dir string, err error) error {
+	if errors.Is(context.Cause(wctx), errLockWait) {
+		return fmt.Errorf("fs: the lock of directory %s is still held after %s, by another process or by a write of this one that waits for it (a process paused or stuck inside a write holds it until it resumes or exits; --timeout sets the wait): %w", dir, s.lockWait, ErrLockWait)
 	}
 	return err
 }
@@ -66,6 +126,69 @@ func (s *Store) flockBounded(ctx context.Context, f *os.File, dir string) error 
 var ErrLockWait = errors.New("fs: lock wait exceeded")
 
 var errLockWait = errors.New("lock wait")
+
+// queues holds this process's queue of writers for each directory that a
+// writer holds or waits for, by its device and inode: every spelling of
+// one directory is one queue, and a directory made again where one was
+// pruned is another. (An inode is not reused while a writer has the
+// directory open, which every writer in a queue has.)
+var queues = struct {
+	sync.Mutex
+	m map[fileID]*queue
+}{m: map[fileID]*queue{}}
+
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi os.FileInfo) fileID {
+	st := fi.Sys().(*syscall.Stat_t)
+	return fileID{uint64(st.Dev), st.Ino}
+}
+
+type queue struct {
+	turn chan struct{} // capacity 1: the writer whose send went through has the turn
+	refs int           // writers that hold the turn or wait for it
+}
+
+// enqueue waits for this process's turn at the flock of the directory dir,
+// in the order the writers asked for it (the waiters of a channel are
+// served first come, first served), or until ctx is done. It returns the
+// function that gives the turn up.
+func enqueue(ctx context.Context, dir os.FileInfo) (leave func(), err error) {
+	id := idOf(dir)
+	queues.Lock()
+	q := queues.m[id]
+	if q == nil {
+		q = &queue{turn: make(chan struct{}, 1)}
+		queues.m[id] = q
+	}
+	q.refs++
+	queues.Unlock()
+	drop := func() {
+		queues.Lock()
+		if q.refs--; q.refs == 0 {
+			delete(queues.m, id)
+		}
+		queues.Unlock()
+	}
+	select {
+	case q.turn <- struct{}{}:
+		return func() { <-q.turn; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+}
+
+// queued returns the number of this process's writers that hold or wait
+// for the turn at the flock of the directory dir.
+func queued(dir os.FileInfo) int {
+	queues.Lock()
+	defer queues.Unlock()
+	if q := queues.m[idOf(dir)]; q != nil {
+		return q.refs
+	}
+	return 0
+}
 
 // flockCtx takes an exclusive flock on f, waiting until it is free or ctx
 // is done. On failure it closes f.

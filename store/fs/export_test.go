@@ -1,0 +1,22 @@
+package fs
+
+import "os"
+
+// Queued returns the number of this process's writers that hold or wait
+// for their turn at the flock of the directory dir, or -1 if dir is
+// missing.
+func Queued(dir string) int {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return -1
+	}
+	return queued(fi)
+}
+
+// SetSyncDir replaces the fsync of a directory whose lock a write has just
+// released, until the returned function restores it.
+func SetSyncDir(sync func(*os.File) error) (restore func()) {
+	old := syncDirFile
+	syncDirFile = sync
+	return func() { syncDirFile = old }
+}
