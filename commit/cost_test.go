@@ -2,11 +2,16 @@ package commit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,32 +30,35 @@ func TestRequestFloor(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		const k = 5
 		ctx := context.Background()
-		c := store.Count(s)
+		tr := &trace{Store: s}
+		c := store.Count(tr)
 		d := commit.New(c)
 		files := map[string]string{}
 		for i := range k {
 			files["f"+strconv.Itoa(i)] = "v"
 		}
 		for history := range 12 {
-			before := c.Counts()
-			_, err := publish(t, d, files, commit.CommitOptions{})
-			require.NoError(t, err)
+			cost, about := tr.costOf(t, c, func() {
+				_, err := publish(t, d, files, commit.CommitOptions{})
+				require.NoError(t, err)
+			})
 			var want store.Counts
 			want[store.OpPut] = k + 2
 			want[store.OpGet] = 1
-			require.Equal(t, want, c.Counts().Sub(before), "commit after %d prior commits", history)
+			require.Equal(t, want, cost, "commit after %d prior commits: %s", history, about)
 		}
 
-		before := c.Counts()
-		snap, err := d.Open(ctx)
-		require.NoError(t, err)
-		for _, e := range snap.Files() {
-			_, err := snap.ReadFile(ctx, e.Path)
+		cost, about := tr.costOf(t, c, func() {
+			snap, err := d.Open(ctx)
 			require.NoError(t, err)
-		}
+			for _, e := range snap.Files() {
+				_, err := snap.ReadFile(ctx, e.Path)
+				require.NoError(t, err)
+			}
+		})
 		var want store.Counts
 		want[store.OpGet] = k + 2
-		assert.Equal(t, want, c.Counts().Sub(before), "snapshot read")
+		assert.Equal(t, want, cost, "snapshot read: %s", about)
 	})
 }
 
@@ -62,15 +70,15 @@ func TestRequestFloor(t *testing.T) {
 func TestIncrementalCost(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		const k = 1000
-		c := store.Count(s)
+		tr := &trace{Store: s}
+		c := store.Count(tr)
 		d := commit.New(c, commit.WithConcurrency(32))
 		dir := writeFiles(t, k, "1")
 		putDir(t, d, dir)
 		step := func(name string, want string) {
 			t.Helper()
-			before := c.Counts()
-			putDir(t, d, dir)
-			assert.Equal(t, want, c.Counts().Sub(before).String(), name)
+			cost, about := tr.costOf(t, c, func() { putDir(t, d, dir) })
+			assert.Equal(t, want, cost.String(), "%s: %s", name, about)
 		}
 		step("nothing changed", "get=2 put=2 list=1")
 		for i := 0; i < k; i += 100 {
@@ -84,9 +92,8 @@ func TestIncrementalCost(t *testing.T) {
 		d = commit.New(store.WithPrefix(c, "small/"))
 		putDir(t, d, small)
 		require.NoError(t, os.WriteFile(filepath.Join(small, "d", "0000"), []byte("changed"), 0o644))
-		before := c.Counts()
-		putDir(t, d, small)
-		assert.Equal(t, "get=2 head=1 put=3", c.Counts().Sub(before).String(), "one reused object")
+		cost, about := tr.costOf(t, c, func() { putDir(t, d, small) })
+		assert.Equal(t, "get=2 head=1 put=3", cost.String(), "one reused object: %s", about)
 	})
 }
 
@@ -161,4 +168,75 @@ func BenchmarkSnapshotRead(b *testing.B) {
 	used := c.Counts().Sub(before)
 	b.ReportMetric(float64(used.Total())/float64(b.N), "req/op")
 	b.ReportMetric(float64(used.Total())/float64(b.N)/12, "req/floor")
+}
+
+// trace records the requests sent through it that failed, by kind, and
+// every LIST. The cost tests count the requests of each operation; one
+// that a loaded server failed and the code retried is not a cost of the
+// operation, so they take the failed ones out and report them.
+type trace struct {
+	store.Store
+	mu     sync.Mutex
+	failed store.Counts
+	lists  []string
+}
+
+func (t *trace) Unwrap() store.Store { return t.Store }
+
+func (t *trace) fail(op store.Op, err error) {
+	if err != nil && !errors.Is(err, store.ErrNotExist) && !errors.Is(err, store.ErrPrecondition) {
+		t.mu.Lock()
+		t.failed[op]++
+		t.mu.Unlock()
+	}
+}
+
+func (t *trace) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	r, a, err := t.Store.Get(ctx, key)
+	t.fail(store.OpGet, err)
+	return r, a, err
+}
+
+func (t *trace) Head(ctx context.Context, key string) (store.Attrs, error) {
+	a, err := t.Store.Head(ctx, key)
+	t.fail(store.OpHead, err)
+	return a, err
+}
+
+func (t *trace) Put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	a, err := t.Store.Put(ctx, key, r, opts)
+	t.fail(store.OpPut, err)
+	return a, err
+}
+
+func (t *trace) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	start := time.Now()
+	page, err := t.Store.List(ctx, req)
+	t.fail(store.OpList, err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lists = append(t.lists, fmt.Sprintf("prefix %q after %q token %t: %d objects, next %t, %s, error %v",
+		req.Prefix, req.StartAfter, req.Token != "", len(page.Objects), page.Next != "", time.Since(start).Round(time.Millisecond), err))
+	return page, err
+}
+
+// costOf runs op and returns the requests it sent through c, which counts
+// the requests through t, less those that failed. It logs the failed ones
+// and, with the LISTs, puts them in the message of a failed assertion.
+func (t *trace) costOf(tb testing.TB, c *store.Counter, op func()) (cost store.Counts, about string) {
+	tb.Helper()
+	t.mu.Lock()
+	t.lists = nil
+	failedBefore := t.failed
+	t.mu.Unlock()
+	before := c.Counts()
+	op()
+	sent := c.Counts().Sub(before)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	failed := t.failed.Sub(failedBefore)
+	if failed != (store.Counts{}) {
+		tb.Logf("failed and retried, not counted: %s", failed)
+	}
+	return sent.Sub(failed), fmt.Sprintf("sent %s, of which failed %s; the LISTs:\n%s", sent, failed, strings.Join(t.lists, "\n"))
 }
