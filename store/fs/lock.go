@@ -56,8 +56,7 @@ func (s *Store) lock(ctx context.Context, dir string) (*dirLock, error) {
 			f.Close()
 			return nil, s.waitErr(wctx, dir, err)
 		}
-		if err := flockCtx(wctx, f); err != nil {
-			leave()
+		if err := flockCtx(wctx, f, leave); err != nil {
 			return nil, s.waitErr(wctx, dir, err)
 		}
 		now, err := os.Stat(dir)
@@ -130,8 +129,11 @@ var errLockWait = errors.New("lock wait")
 // queues holds this process's queue of writers for each directory that a
 // writer holds or waits for, by its device and inode: every spelling of
 // one directory is one queue, and a directory made again where one was
-// pruned is another. (An inode is not reused while a writer has the
-// directory open, which every writer in a queue has.)
+// pruned is another. (A writer closes the directory just before it leaves
+// the queue, so a new directory can take the inode of a pruned one while
+// the old queue is still there; for that moment the writers of the two
+// share a turn, which delays them and nothing else: the flock is what
+// excludes.)
 var queues = struct {
 	sync.Mutex
 	m map[fileID]*queue
@@ -191,13 +193,23 @@ func queued(dir os.FileInfo) int {
 }
 
 // flockCtx takes an exclusive flock on f, waiting until it is free or ctx
-// is done. On failure it closes f.
-func flockCtx(ctx context.Context, f *os.File) error {
+// is done. On failure it closes f and gives up the queue's turn with
+// leave.
+//
+// A flock(2) that blocks cannot be called off: when ctx ends the wait, the
+// request stays in the kernel until it is granted. So the turn is given up
+// only then, when the request has been granted and f closed: until then,
+// the process's next writer of the directory waits in the queue, not on
+// the flock beside the request left over, and one directory never has
+// more than one of this process's requests waiting, however many writers
+// give up against a paused holder.
+func flockCtx(ctx context.Context, f *os.File, leave func()) error {
 	fd := int(f.Fd())
 	if err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 		return nil
 	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
+		leave()
 		return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 	}
 	// Contended: block in a goroutine so that ctx can end the wait.
@@ -207,6 +219,7 @@ func flockCtx(ctx context.Context, f *os.File) error {
 	case err := <-done:
 		if err != nil {
 			f.Close()
+			leave()
 			return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 		}
 		return nil
@@ -214,6 +227,7 @@ func flockCtx(ctx context.Context, f *os.File) error {
 		go func() {
 			<-done
 			f.Close()
+			leave()
 		}()
 		return ctx.Err()
 	}
