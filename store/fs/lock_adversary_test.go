@@ -159,11 +159,7 @@ func TestAdversaryQueueOnReplacedDir(t *testing.T) {
 // that finds its own create already done, or a mutex stuck forever).
 func TestAdversaryMutexSpellingsPruneCancel(t *testing.T) {
 	const workers, holds, noise = 6, 30, 3
-	parent := t.TempDir()
-	root := filepath.Join(parent, "root")
-	link := filepath.Join(parent, "link")
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o700))
-	require.NoError(t, os.Symlink(root, link))
+	root, link := linkedRoot(t)
 	outer, err := fs.New(root)
 	require.NoError(t, err)
 	inner, err := fs.New(filepath.Join(root, "sub"))

@@ -244,11 +244,7 @@ func TestCrossProcessCASCounter(t *testing.T) {
 // root. Every spelling meets the same lock, so no increment is lost.
 func TestCrossProcessCASSpellings(t *testing.T) {
 	const procs, incs = 8, 25
-	parent := t.TempDir()
-	root := filepath.Join(parent, "root")
-	link := filepath.Join(parent, "link")
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o700))
-	require.NoError(t, os.Symlink(root, link))
+	root, link := linkedRoot(t)
 	s, err := fs.New(root)
 	require.NoError(t, err)
 	_, err = s.Put(context.Background(), "sub/counter", strings.NewReader("0"), store.PutOptions{IfNoneMatch: true})
@@ -263,7 +259,7 @@ func TestCrossProcessCASSpellings(t *testing.T) {
 	for i := range names {
 		names[i] = ways[i%len(ways)]
 	}
-	lines := startProcs(t, filepath.Join(parent, "go"), "cas", incs, names)
+	lines := startProcs(t, filepath.Join(filepath.Dir(root), "go"), "cas", incs, names)
 	checkIncrements(t, s, "sub/counter", lines, incs)
 }
 
@@ -289,4 +285,17 @@ func TestCrossProcessMutex(t *testing.T) {
 	}
 	_, err := s.Head(context.Background(), "mutex")
 	require.ErrorIs(t, err, store.ErrNotExist, "the last holder released")
+}
+
+// linkedRoot makes a root directory with a directory sub in it, and a
+// symbolic link to the root beside it: the spellings of one directory that
+// the lock tests reach it by.
+func linkedRoot(t *testing.T) (root, link string) {
+	t.Helper()
+	parent := t.TempDir()
+	root = filepath.Join(parent, "root")
+	link = filepath.Join(parent, "link")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o700))
+	require.NoError(t, os.Symlink(root, link))
+	return root, link
 }
