@@ -10,7 +10,13 @@ func Queued(dir string) int {
 	if err != nil {
 		return -1
 	}
-	return queued(fi)
+	queues.Lock()
+	defer queues.Unlock()
+	q := queues.m[idOf(fi)]
+	if q == nil {
+		return 0
+	}
+	return 1 + len(q.waiters)
 }
 
 // SetSyncDir replaces the fsync of a directory whose lock a write has just

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -146,50 +147,56 @@ func idOf(fi os.FileInfo) fileID {
 	return fileID{uint64(st.Dev), st.Ino}
 }
 
+// A queue is in queues while a writer has the turn.
 type queue struct {
-	turn chan struct{} // capacity 1: the writer whose send went through has the turn
-	refs int           // writers that hold the turn or wait for it
+	waiters []chan struct{} // the writers waiting for the turn, in the order they came; closed to hand it over
 }
 
 // enqueue waits for this process's turn at the flock of the directory dir,
-// in the order the writers asked for it (the waiters of a channel are
-// served first come, first served), or until ctx is done. It returns the
-// function that gives the turn up.
+// first come, first served, or until ctx is done. A writer's place is
+// fixed when it joins, under the lock of queues. It returns the function
+// that gives the turn up, to the next writer in line.
 func enqueue(ctx context.Context, dir os.FileInfo) (leave func(), err error) {
 	id := idOf(dir)
+	leave = func() { handOver(id) }
 	queues.Lock()
 	q := queues.m[id]
 	if q == nil {
-		q = &queue{turn: make(chan struct{}, 1)}
-		queues.m[id] = q
-	}
-	q.refs++
-	queues.Unlock()
-	drop := func() {
-		queues.Lock()
-		if q.refs--; q.refs == 0 {
-			delete(queues.m, id)
-		}
+		queues.m[id] = &queue{}
 		queues.Unlock()
+		return leave, nil
 	}
+	turn := make(chan struct{})
+	q.waiters = append(q.waiters, turn)
+	queues.Unlock()
 	select {
-	case q.turn <- struct{}{}:
-		return func() { <-q.turn; drop() }, nil
+	case <-turn:
+		return leave, nil
 	case <-ctx.Done():
-		drop()
+	}
+	queues.Lock()
+	if i := slices.Index(q.waiters, turn); i >= 0 {
+		q.waiters = slices.Delete(q.waiters, i, i+1)
+		queues.Unlock()
 		return nil, ctx.Err()
 	}
+	queues.Unlock()
+	leave() // the turn came as ctx ended: pass it on
+	return nil, ctx.Err()
 }
 
-// queued returns the number of this process's writers that hold or wait
-// for the turn at the flock of the directory dir.
-func queued(dir os.FileInfo) int {
+// handOver gives the turn at the directory id to the next writer in line,
+// or ends the queue if none waits.
+func handOver(id fileID) {
 	queues.Lock()
 	defer queues.Unlock()
-	if q := queues.m[idOf(dir)]; q != nil {
-		return q.refs
+	q := queues.m[id]
+	if len(q.waiters) > 0 {
+		close(q.waiters[0])
+		q.waiters = q.waiters[1:]
+		return
 	}
-	return 0
+	delete(queues.m, id)
 }
 
 // flockCtx takes an exclusive flock on f, waiting until it is free or ctx
