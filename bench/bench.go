@@ -266,15 +266,39 @@ func Collect(ctx context.Context, s store.Store, gens, objs int) (Result, error)
 	return r, nil
 }
 
+// PartitionMode is how the writers of Partitions commit.
+type PartitionMode int
+
+const (
+	// NoRebase: a commit that loses starts again from Begin.
+	NoRebase PartitionMode = iota
+	// RebaseAlone: a commit that loses rebases, without group commit
+	// (commit.Rebase.NoGroup).
+	RebaseAlone
+	// RebaseGroup: a commit that loses rebases, and writers carry each
+	// other's changes (group commit).
+	RebaseGroup
+)
+
+func (m PartitionMode) String() string {
+	switch m {
+	case RebaseAlone:
+		return "rebase"
+	case RebaseGroup:
+		return "group"
+	}
+	return "off"
+}
+
 // Partitions runs writers that each commit, over and over, their own path
 // of one dataset (a Tx that keeps every file and replaces one), for the
-// given duration, with rebase on or off. A commit that loses starts again
+// given duration, in the mode given. A commit that loses starts again
 // from Begin after a jittered backoff (5 ms base, 500 ms cap), as
-// Dataset.Update does; with rebase on, it loses only past the rebase
-// bounds. It reports goodput, attempts and rebases per success, and
+// Dataset.Update does; with rebase, it loses only past the rebase bounds.
+// It reports goodput, attempts, rebases and carried commits per success, and
 // latency including retries. At the end every writer's path must hold its
 // count of successes: a lost update fails the scenario.
-func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, dur time.Duration) (Result, error) {
+func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionMode, dur time.Duration) (Result, error) {
 	c := store.Count(store.WithPrefix(s, "bench/partitions-"+uuid.NewString()[:8]+"/"))
 	d := commit.New(c)
 	retry := commit.Retry{Attempts: 1000, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}
@@ -288,6 +312,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, du
 		lat               []time.Duration
 		errs              int
 		attempts, rebases atomic.Int64
+		carried           atomic.Int64
 		wg                sync.WaitGroup
 		successes         = make([]int, writers)
 	)
@@ -316,8 +341,8 @@ func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, du
 					if err == nil {
 						err = tx.PutBytes(runCtx, path, []byte(strconv.Itoa(successes[w]+1)))
 					}
-					if err == nil && rebase {
-						err = tx.EnableRebase(commit.Rebase{Scope: fmt.Sprintf("w%02d/", w)})
+					if err == nil && mode != NoRebase {
+						err = tx.EnableRebase(commit.Rebase{Scope: fmt.Sprintf("w%02d/", w), NoGroup: mode == RebaseAlone})
 					}
 					if err != nil {
 						tx.Discard(context.WithoutCancel(runCtx)) //nolint:errcheck // best effort
@@ -325,6 +350,9 @@ func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, du
 					}
 					_, err = tx.Commit(runCtx, commit.CommitOptions{})
 					rebases.Add(int64(tx.Rebased()))
+					if err == nil && tx.CarriedBy() != "" {
+						carried.Add(1)
+					}
 					if !errors.Is(err, commit.ErrConflict) || try+1 >= retry.Attempts {
 						break
 					}
@@ -343,11 +371,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, du
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	mode := "off"
-	if rebase {
-		mode = "on"
-	}
-	r := summarize(fmt.Sprintf("partitions writers=%d rebase=%s", writers, mode), lat, errs, elapsed, c.Counts())
+	r := summarize(fmt.Sprintf("partitions writers=%d mode=%s", writers, mode), lat, errs, elapsed, c.Counts())
 	if r.Ops == 0 {
 		return r, fmt.Errorf("bench: livelock: %d writers made no progress in %s", writers, dur)
 	}
@@ -355,6 +379,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, rebase bool, du
 		"writers":              float64(writers),
 		"attempts_per_success": float64(attempts.Load()) / float64(r.Ops),
 		"rebases_per_success":  float64(rebases.Load()) / float64(r.Ops),
+		"carried_per_success":  float64(carried.Load()) / float64(r.Ops),
 	}
 	snap, err := d.Open(ctx)
 	if err != nil {

@@ -54,23 +54,24 @@ func TestLeaseHandoffAndCollect(t *testing.T) {
 
 func TestPartitionsRebase(t *testing.T) {
 	ctx := context.Background()
-	var on, off []bench.Result
+	series := map[bench.PartitionMode][]bench.Result{}
 	for _, w := range []int{1, 4} {
-		for _, rebase := range []bool{true, false} {
-			r, err := bench.Partitions(ctx, mem.New(), w, rebase, 300*time.Millisecond)
+		for _, mode := range []bench.PartitionMode{bench.RebaseGroup, bench.RebaseAlone, bench.NoRebase} {
+			r, err := bench.Partitions(ctx, mem.New(), w, mode, 300*time.Millisecond)
 			require.NoError(t, err, "no lost update, no livelock")
 			assert.Positive(t, r.Ops)
-			if rebase {
-				on = append(on, r)
-			} else {
-				off = append(off, r)
+			series[mode] = append(series[mode], r)
+			if mode != bench.RebaseGroup {
+				assert.Zero(t, r.Extra["carried_per_success"], mode)
+			}
+			if mode == bench.NoRebase {
 				assert.Zero(t, r.Extra["rebases_per_success"])
 			}
 		}
 	}
-	svg := bench.PartitionsSVG(on, off)
+	svg := bench.PartitionsSVG(series[bench.RebaseGroup], series[bench.RebaseAlone], series[bench.NoRebase])
 	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the plot is well-formed XML")
-	assert.Equal(t, 2, bytes.Count(svg, []byte("<polyline")))
+	assert.Equal(t, 3, bytes.Count(svg, []byte("<polyline")))
 
 	p, err := bench.PartitionPuts(ctx, mem.New(), 8, 5, 1024)
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -82,18 +81,25 @@ func niceCeil(v float64) float64 {
 }
 
 // PartitionsSVG draws goodput (commits/s) against the number of writers
-// for disjoint writers with rebase on and off, side by side, as a
-// self-contained SVG image. on and off hold one result per writer count,
-// in the same order.
-func PartitionsSVG(on, off []Result) []byte {
+// for disjoint writers with group commit (blue), rebase alone (orange) and
+// no rebase (grey), side by side, as a self-contained SVG image. Each
+// slice holds one result per writer count, in the same order; an empty
+// one is not drawn.
+func PartitionsSVG(group, alone, off []Result) []byte {
 	const w, h, left, right, top, bottom = 640, 360, 60, 30, 30, 50
 	pw, ph := float64(w-left-right), float64(h-top-bottom)
 	var maxGood float64
-	for _, r := range append(slices.Clone(on), off...) {
-		maxGood = max(maxGood, r.PerSecond)
+	labels := group
+	for _, rs := range [][]Result{group, alone, off} {
+		for _, r := range rs {
+			maxGood = max(maxGood, r.PerSecond)
+		}
+		if len(rs) > len(labels) {
+			labels = rs
+		}
 	}
 	maxGood = niceCeil(maxGood)
-	n := max(len(on), len(off))
+	n := len(labels)
 	x := func(i int) float64 {
 		if n < 2 {
 			return left + pw/2
@@ -104,15 +110,11 @@ func PartitionsSVG(on, off []Result) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="18" text-anchor="middle" font-size="14">disjoint writers: goodput with rebase on (blue) and off (grey)</text>`+"\n", w/2)
+	fmt.Fprintf(&b, `<text x="%d" y="18" text-anchor="middle" font-size="14">disjoint writers: group commit (blue), rebase alone (orange), no rebase (grey)</text>`+"\n", w/2)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`+"\n", left, top, pw, ph)
 	for i := 0; i <= 4; i++ {
 		f := float64(i) / 4
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", left-6, top+ph*(1-f)+4, maxGood*f)
-	}
-	labels := on
-	if len(off) > len(on) {
-		labels = off
 	}
 	for i, r := range labels {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f</text>`+"\n", x(i), h-bottom+16, r.Extra["writers"])
@@ -122,7 +124,10 @@ func PartitionsSVG(on, off []Result) []byte {
 	for _, s := range []struct {
 		color string
 		rs    []Result
-	}{{"#1f77b4", on}, {"#7f7f7f", off}} {
+	}{{"#1f77b4", group}, {"#ff7f0e", alone}, {"#7f7f7f", off}} {
+		if len(s.rs) == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, s.color)
 		for i, r := range s.rs {
 			fmt.Fprintf(&b, "%.1f,%.1f ", x(i), y(r.PerSecond))

@@ -49,7 +49,10 @@ const maxCASRetries = 8
 // On success it returns the pointer as written: the value read back when
 // the outcome had to be settled by a read (see landed; its WriteID is empty
 // if others built on top and which of several writes landed cannot be
-// told). If another writer won, the
+// told). A commit with rebase may instead be carried by another writer's
+// (group commit, see Rebase): it then returns that commit's pointer value,
+// whose Generation is not this Tx's, and CarriedBy names it. If another
+// writer won, the
 // staged objects are deleted and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. A commit that references a generation below the collector's
@@ -57,6 +60,17 @@ const maxCASRetries = 8
 // landed, returns the pointer as written together with an error matching
 // ErrCollected. After Commit returns, the Tx cannot be used again.
 func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
+	p, err := tx.commit(ctx, opts)
+	if !errors.Is(err, ErrCommitUnknown) {
+		// A discard deleted the intents with the staged objects; after a
+		// commit they are no longer needed. After an unknown outcome,
+		// they are left to the collector.
+		tx.dropIntents(ctx)
+	}
+	return p, err
+}
+
+func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
 	if err := tx.VerifyReferences(ctx); err != nil {
 		tx.mu.Lock()
 		open := tx.checkOpen() == nil
@@ -97,33 +111,77 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	if file, below := generation.Clash(entries); file != "" {
 		return nil, tx.abort(ctx, fmt.Errorf("commit: %w: %q is a file, and %q would make it a directory too; no file system can hold both, so nothing was committed", ErrFileDirClash, file, below))
 	}
+	// A commit that may rebase carries the writers waiting on its base
+	// (group commit); rs is what it read, for the rebase too.
+	var rs *rebaseState
+	var fences []fenceToken // those of the writers next carries
+	g, mv, r, err := tx.carryFirst(ctx, entries, opts)
+	switch {
+	case err != nil:
+		return tx.lose(ctx, err)
+	case mv != nil && mv.landed != nil:
+		tx.markCarried(mv.landed)
+		return mv.landed, nil
+	case mv != nil:
+		// Lost the round without a write of its own: rebase as after a
+		// lost compare-and-swap.
+		lostTo := &ConflictError{Winner: tx.winner, Seq: m.Seq}
+		plan, done, err := tx.rebaseRounds(ctx, r, mv.got, mv.attrs, opts, lostTo)
+		if err != nil || done != nil {
+			return done, err
+		}
+		return tx.send(ctx, opts, entries, r, plan)
+	case r != nil:
+		rs = r
+		m.Entries, m.Carried, fences = g.entries, g.carried, g.fences
+		tx.mu.Lock()
+		tx.sending = len(g.carried)
+		tx.mu.Unlock()
+	}
 	stored, err := generation.Encode(m)
 	if err != nil {
-		return nil, tx.abort(ctx, err)
+		return tx.lose(ctx, err)
 	}
 	sum := sha256.Sum256(stored)
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, generation.ManifestKey(tx.gen))
 	tx.mu.Unlock()
 	if err := tx.putManifest(ctx, generation.ManifestKey(tx.gen), stored); err != nil {
-		// The pointer is untouched, so this generation cannot be live.
-		return nil, tx.abort(ctx, fmt.Errorf("commit: write manifest: %w", err))
+		// The pointer is untouched, so this generation cannot be live
+		// (unless another writer carries its intent: lose settles that).
+		return tx.lose(ctx, fmt.Errorf("commit: write manifest: %w", err))
 	}
 
 	next := newPointer(m, hex.EncodeToString(sum[:]), opts)
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
 	if err := encodes(next); err != nil {
-		return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+		return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
+	return tx.send(ctx, opts, entries, rs, sendPlan{next: next, fences: fences, head: tx.base, etag: tx.baseETag})
+}
+
+// send sends the pointer write of plan, and settles its outcome: it
+// returns the pointer value that landed, or the error the commit ended
+// with, rebasing on a proven loss when the Tx may. rs is what the Tx read,
+// once known; entries are its own.
+func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation.Entry, rs *rebaseState, plan sendPlan) (*pointer.Pointer, error) {
+	next, fences := plan.next, plan.fences
+	var err error
 	// base is the pointer next builds on: the Tx's base, or after a
 	// rebase the head it rebased on.
-	base := tx.base
-	cur, etag := tx.base, tx.baseETag
+	base := plan.head
+	cur, etag := plan.head, plan.etag
 	var sent []string           // the write ids of the pointer writes sent since the last rebase
 	sentOn := map[string]bool{} // the ETags the writes sent were conditioned on
-	var rs *rebaseState
-	for attempt := 0; ; attempt++ {
+	var attempt int
+	// adopt makes a rebase's pointer write the one to send, built on the
+	// head it rebased on.
+	adopt := func(plan sendPlan) {
+		next, fences = plan.next, plan.fences
+		base, cur, etag, sent, attempt = plan.head, plan.head, plan.etag, nil, -1
+	}
+	for ; ; attempt++ {
 		if err := tx.guard(ctx, cur, opts.Fence, opts.FenceLease); err != nil {
 			if sentOn[etag] {
 				// A write of ours conditioned on the pointer as it still
@@ -132,7 +190,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 				// may land, so nothing is discarded.
 				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %w", ErrCommitUnknown, next.Generation, err)
 			}
-			return nil, tx.abort(ctx, err)
+			return tx.lose(ctx, err)
 		}
 		if cur != nil {
 			next.GCHorizon, next.GCFloor, next.GCToken = cur.GCHorizon, cur.GCFloor, cur.GCToken
@@ -140,9 +198,12 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		}
 		if opts.Fence != 0 {
 			if err := next.CheckFence(opts.FenceLease); err != nil {
-				return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+				return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 			}
 			next.SetFence(opts.FenceLease, opts.Fence)
+		}
+		for _, f := range fences {
+			next.SetFence(f.lease, f.token)
 		}
 		// With the fences and the collector's fields of cur, the pointer
 		// may no longer fit: refuse it before sending, not as an unknown
@@ -150,7 +211,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		// applied and had cur's old ETag as its condition: cur changed to
 		// make next grow, so that write cannot land.
 		if err := encodes(next); err != nil {
-			return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+			return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		sent, sentOn[etag] = append(sent, next.WriteID), true
@@ -159,6 +220,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		tx.lastSent = &last
 		tx.mu.Unlock()
 		if werr == nil {
+			tx.landedAlone(next)
 			return next, tx.confirmHold(ctx, next)
 		}
 		// Whatever the error, the write may have landed (a lost response,
@@ -188,38 +250,48 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
 			written := landed(got, next, sent)
+			tx.landedAlone(next)
 			return written, tx.confirmHold(ctx, written)
+		case carried:
+			tx.markCarried(tx.landedBy)
+			return tx.landedBy, nil
 		case lost:
 			// Every pointer write of this commit is dead: each was
 			// conditioned on a pointer value that never comes back.
 			if tx.rebase == nil {
 				return nil, tx.abort(ctx, &ConflictError{Winner: tx.winner, Seq: next.Seq})
 			}
+			tx.d.contended.Store(true)
 			if rs == nil {
 				if rs, err = tx.prepareRebase(ctx, entries); err != nil {
 					return nil, tx.abort(ctx, fmt.Errorf("%w; rebase: %w", &ConflictError{Winner: tx.winner, Seq: next.Seq}, err))
 				}
 			}
-			if n := tx.Rebased(); n > 0 {
-				// Writers that keep losing to each other spread out, as
-				// Update's retries do: all rebasing on one head at once,
-				// only one of them can win.
-				ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1))
+			plan, done, err := tx.rebaseRounds(ctx, rs, got, attrs, opts, &ConflictError{Winner: tx.winner, Seq: next.Seq})
+			if err != nil || done != nil {
+				return done, err
 			}
-			rm, sum, err := tx.rebaseOn(ctx, rs, got, attrs, opts, next.Seq)
-			if err != nil {
-				return nil, tx.abort(ctx, err)
-			}
-			next = newPointer(rm, sum, opts)
-			if err := encodes(next); err != nil {
-				return nil, tx.abort(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
-			}
-			base, cur, etag, sent, attempt = got, got, attrs.ETag, nil, -1
+			adopt(plan)
 		case notApplied:
 			if attempt == maxCASRetries {
 				return nil, fmt.Errorf("%w: pointer write kept failing: %v", ErrCommitUnknown, werr)
 			}
+			if got != nil && got.WriteID != cur.WriteID && tx.carrying() {
+				// The pointer value the carried writers' intents are bound
+				// to is gone: so is every write of ours conditioned on it.
+				// Carry them again only on what they bind themselves to.
+				tx.clearIntent()
+				plan, done, err := tx.rebaseRounds(ctx, rs, got, attrs, opts, &ConflictError{Winner: tx.winner, Seq: next.Seq})
+				if err != nil || done != nil {
+					return done, err
+				}
+				adopt(plan)
+				continue
+			}
 			if got != nil {
+				if got.WriteID != cur.WriteID {
+					tx.clearIntent()
+				}
 				cur, etag = got, attrs.ETag
 			}
 			if errors.Is(werr, store.ErrConflict) {
@@ -227,6 +299,91 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			}
 		}
 	}
+}
+
+// landedAlone notes, for the next commits of the dataset, whether this
+// one met contention: a commit that rebased or carried others did; one
+// that won its first compare-and-swap carrying nobody did not.
+func (tx *Tx) landedAlone(next *pointer.Pointer) {
+	if tx.Rebased() > 0 || tx.carrying() {
+		tx.d.contended.Store(true)
+	} else {
+		tx.d.contended.Store(false)
+	}
+}
+
+// sendPlan is the pointer write a rebase prepared: next, built on head
+// (whose version token is etag), raising fences for the writers it
+// carries.
+type sendPlan struct {
+	next   *pointer.Pointer
+	fences []fenceToken
+	head   *pointer.Pointer
+	etag   string
+}
+
+// rebaseRounds rebases the lost commit on got, in group-commit rounds
+// where it may: it returns the pointer write to send, or, when the commit
+// ended, the pointer value that carried it or the error it ended with.
+func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Pointer, attrs store.Attrs, opts CommitOptions, lostTo *ConflictError) (sendPlan, *pointer.Pointer, error) {
+	grouping := !tx.rebase.NoGroup && !rs.all && tx.refSeq == 0
+	for {
+		if n := tx.Rebased(); n > 0 && !grouping {
+			// Writers that keep losing to each other spread out, as
+			// Update's retries do: all rebasing on one head at once,
+			// only one of them can win. (In a group commit, the writers
+			// of a round wait for the first one instead.)
+			ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1))
+		}
+		h, own, err := tx.rebaseHead(ctx, rs, got, attrs, lostTo)
+		if err != nil {
+			return sendPlan{}, nil, tx.abort(ctx, err)
+		}
+		g := group{entries: own}
+		if tx.groupable(rs, h) {
+			if err := tx.guard(ctx, got, opts.Fence, opts.FenceLease); err != nil {
+				return sendPlan{}, nil, tx.abort(ctx, err)
+			}
+			var mv *moved
+			g, mv, err = tx.round(ctx, rs, h, own, opts, probe)
+			switch {
+			case err != nil:
+				landed, err := tx.lose(ctx, err)
+				return sendPlan{}, landed, err
+			case mv != nil && mv.landed != nil:
+				tx.markCarried(mv.landed)
+				return sendPlan{}, mv.landed, nil
+			case mv != nil:
+				got, attrs = mv.got, mv.attrs
+				if mv.lostSeq != 0 {
+					lostTo = &ConflictError{Winner: tx.winner, Seq: mv.lostSeq}
+				}
+				continue
+			}
+		}
+		rm, sum, err := tx.writeRebased(ctx, h, g, opts)
+		if err != nil {
+			landed, err := tx.lose(ctx, fmt.Errorf("%w; rebase: %w", lostTo, err))
+			return sendPlan{}, landed, err
+		}
+		tx.mu.Lock()
+		tx.sending = len(g.carried)
+		tx.mu.Unlock()
+		next := newPointer(rm, sum, opts)
+		if err := encodes(next); err != nil {
+			landed, err := tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
+			return sendPlan{}, landed, err
+		}
+		return sendPlan{next: next, fences: g.fences, head: got, etag: attrs.ETag}, nil, nil
+	}
+}
+
+// carrying reports whether the pointer write being sent carries other
+// writers.
+func (tx *Tx) carrying() bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.sending > 0
 }
 
 // newPointer returns the pointer that commits m, whose stored form has the
@@ -291,6 +448,7 @@ const (
 	notApplied outcome = iota
 	mine
 	lost
+	carried // another writer's commit carried ours (group commit)
 )
 
 // resolve decides the outcome of an uncertain pointer write of want, built
@@ -298,6 +456,27 @@ const (
 func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (outcome, error) {
 	if got.WriteID == want.WriteID {
 		return mine, nil // our write landed; possibly an SDK retry then saw 412
+	}
+	tx.mu.Lock()
+	ih := tx.intentHead
+	tx.mu.Unlock()
+	if got.Seq >= want.Seq && ih != nil && ih.Seq+1 == want.Seq {
+		// Our intent for this seq may have been carried by the commit
+		// there: its manifest says.
+		m, sum, err := tx.d.manifestAt(ctx, got, want.Seq)
+		if err != nil {
+			return 0, fmt.Errorf("cannot tell who committed seq %d: %w", want.Seq, err)
+		}
+		switch {
+		case m.Generation == want.Generation:
+			return mine, nil
+		case m.CarriedBy(tx.gen):
+			tx.landedBy = carriedPointer(got, m, sum)
+			return carried, nil
+		}
+		tx.winner = m.Generation
+		tx.clearIntent()
+		return lost, nil
 	}
 	if got.Seq >= want.Seq {
 		gen, err := tx.d.generationAt(ctx, got, want.Seq)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/commitptr/commitptr/store"
@@ -113,6 +114,10 @@ type Dataset struct {
 	reuse       bool
 	retry       Retry
 	log         *slog.Logger
+	// contended is set while this Dataset's commits meet contention: a
+	// commit with rebase then opens a group-commit round even when none
+	// waits on its base (see carryFirst).
+	contended atomic.Bool
 }
 
 // Option configures a Dataset.

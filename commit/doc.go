@@ -44,12 +44,16 @@
 //	_gen/<gen>/<path>        data objects, each written once
 //	_gen/<gen>/_manifest     the manifest (package generation)
 //	_pin/<gen>/<id>          reader pins
+//	_intent/<write-id>/<id>  group commit: a writer's change, to be carried
+//	                         only on the pointer value <write-id>
 //
 // # Cost
 //
 // A commit of K files costs K data PUTs, 1 manifest PUT, 1 pointer GET and
 // 1 pointer PUT; a rebase adds 1 manifest GET, 1 manifest PUT and 1
-// pointer PUT, besides the pointer GET that proved the loss. A snapshot read costs 1 pointer GET, 1 manifest GET and one
-// GET per file read. Nothing on either path lists, so cost does not grow
-// with history.
+// pointer PUT, besides the pointer GET that proved the loss. A commit
+// with rebase that kept its base's files (KeepAll) LISTs the intents
+// waiting on its base once, for group commit (see Rebase). A snapshot
+// read costs 1 pointer GET, 1 manifest GET and one GET per file read.
+// Nothing else on either path lists, so cost does not grow with history.
 package commit

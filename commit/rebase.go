@@ -31,6 +31,9 @@ type Rebase struct {
 	// MaxTime bounds the time from the first rebase to the last; 0 means
 	// one minute.
 	MaxTime time.Duration
+	// NoGroup keeps the commit out of group commits: it neither publishes
+	// its change for other writers to carry nor carries theirs.
+	NoGroup bool
 }
 
 const (
@@ -62,6 +65,17 @@ const (
 // or the bounds are reached, the commit loses as without rebase: the staged
 // objects are deleted and the error is a *ConflictError, whose Overlap
 // names the paths.
+//
+// Group commit: a rebasing Tx publishes its change as an intent bound to
+// the head it rebased on, and the commit of another writer on that head
+// may apply it with its own, in one pointer write; a Tx that finds
+// intents waiting on its base joins them. A carried Tx's Commit returns
+// that commit's pointer value (CarriedBy names its generation); its staged
+// objects stay, referenced by that commit's manifest. A Tx takes part
+// unless Rebase.NoGroup is set, it called BaseSnapshot, it keeps files
+// from another snapshot (KeepFrom), or its changes reference objects
+// neither its own nor the head's. docs/PROTOCOL.md, "Group commit", has
+// the rules.
 //
 // Dataset.Update does not rebase: its fn may read any file of the base,
 // so EnableRebase on the Tx it passes to fn returns an error. Call
@@ -227,89 +241,97 @@ func (rs *rebaseState) merged(head map[string]generation.Entry) []generation.Ent
 // maxOverlapNamed bounds the paths a ConflictError names.
 const maxOverlapNamed = 100
 
-// rebaseOn builds the generation again on top of head, the pointer read
-// back after the compare-and-swap was proven lost, and writes its
-// manifest. It returns the new manifest and its sha256. An error means the
-// commit lost (all its pointer writes are proven dead): the caller
-// discards and returns it.
-func (tx *Tx) rebaseOn(ctx context.Context, rs *rebaseState, head *pointer.Pointer, headAttrs store.Attrs, opts CommitOptions, lostSeq uint64) (*generation.Manifest, string, error) {
-	lostTo := &ConflictError{Winner: tx.winner, Seq: lostSeq}
+// rebaseHead reads the manifest of head, the pointer read back after the
+// compare-and-swap was proven lost, checks that no path the Tx read
+// changed there, and returns it with the Tx's entries rebased on it. An
+// error means the commit lost (all its pointer writes are proven dead).
+func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Pointer, attrs store.Attrs, lostTo *ConflictError) (*head, []generation.Entry, error) {
 	tx.mu.Lock()
 	n := tx.rebased
 	tx.mu.Unlock()
 	if n >= tx.rebase.MaxAttempts {
-		return nil, "", fmt.Errorf("%w (after %d rebases, the most allowed)", lostTo, n)
+		return nil, nil, fmt.Errorf("%w (after %d rebases, the most allowed)", lostTo, n)
 	}
 	if n > 0 && time.Since(rs.started) > tx.rebase.MaxTime {
-		return nil, "", fmt.Errorf("%w (rebasing for %s, longer than the %s allowed)", lostTo, time.Since(rs.started).Round(time.Millisecond), tx.rebase.MaxTime)
+		return nil, nil, fmt.Errorf("%w (rebasing for %s, longer than the %s allowed)", lostTo, time.Since(rs.started).Round(time.Millisecond), tx.rebase.MaxTime)
 	}
 	var hm *generation.Manifest
 	err := retryRead(ctx, tx.d.retry, func() (err error) {
-		hm, err = tx.d.loadManifest(ctx, head.Generation, head.ManifestSHA256)
+		hm, err = tx.d.loadManifest(ctx, got.Generation, got.ManifestSHA256)
 		return err
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %v", lostTo, head.Generation, err)
+		return nil, nil, fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %v", lostTo, got.Generation, err)
 	}
-	if hm.Seq != head.Seq {
-		return nil, "", fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, head.Generation, hm.Seq, head.Seq)
+	if hm.Seq != got.Seq {
+		return nil, nil, fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, got.Generation, hm.Seq, got.Seq)
 	}
-	heads := make(map[string]generation.Entry, len(hm.Entries))
-	headKeys := make(map[string]bool, len(hm.Entries))
+	h := &head{ptr: got, attrs: attrs, entries: make(map[string]generation.Entry, len(hm.Entries)), keys: make(map[string]bool, len(hm.Entries))}
 	for _, e := range hm.Entries {
-		heads[e.Path] = e
-		headKeys[e.Key] = true
+		h.entries[e.Path] = e
+		h.keys[e.Key] = true
 	}
-	if ov := rs.overlap(heads, tx.rebase.Scope); len(ov) > 0 {
+	if ov := rs.overlap(h.entries, tx.rebase.Scope); len(ov) > 0 {
 		if len(ov) > maxOverlapNamed {
 			ov = ov[:maxOverlapNamed]
 		}
 		lostTo.Overlap = ov
-		return nil, "", lostTo
+		return nil, nil, lostTo
 	}
-	entries := rs.merged(heads)
+	entries := rs.merged(h.entries)
 	if file, below := generation.Clash(entries); file != "" {
 		// Each side alone is a tree, but not the two together: a file
 		// where the other has a directory. That is an overlap too.
 		lostTo.Overlap = []string{file, below}
-		return nil, "", lostTo
+		return nil, nil, lostTo
 	}
-	if err := tx.reprove(ctx, rs, headKeys); err != nil {
-		return nil, "", fmt.Errorf("%w; rebase: %w", lostTo, err)
+	if err := tx.reprove(ctx, rs, h.keys); err != nil {
+		return nil, nil, fmt.Errorf("%w; rebase: %w", lostTo, err)
 	}
+	tx.mu.Lock()
+	tx.rebased++
+	tx.mu.Unlock()
+	return h, entries, nil
+}
+
+// writeRebased writes the manifest of the generation rebased on h, with
+// the entries and carried writers of g, under a fresh generation id. It
+// returns the manifest and its sha256.
+func (tx *Tx) writeRebased(ctx context.Context, h *head, g group, opts CommitOptions) (*generation.Manifest, string, error) {
 	gen, err := generation.New()
 	if err != nil {
-		return nil, "", fmt.Errorf("%w; rebase: %v", lostTo, err)
+		return nil, "", err
 	}
 	m := &generation.Manifest{
 		Format:               generation.Format,
 		Generation:           gen,
-		Parent:               head.Generation,
-		ParentManifestSHA256: head.ManifestSHA256,
-		Seq:                  head.Seq + 1,
+		Parent:               h.ptr.Generation,
+		ParentManifestSHA256: h.ptr.ManifestSHA256,
+		Seq:                  h.ptr.Seq + 1,
 		// The staging start stays the Tx's: its objects were written after
-		// it, and the collector's horizon is held against it.
+		// it, and the collector's horizon is held against it. Every
+		// writer it carries was checked against the horizon on its own.
 		StagingStart:    tx.stagingStart,
-		BaseCommittedAt: head.CommittedAtServer(headAttrs.LastModified).UTC(),
+		BaseCommittedAt: h.ptr.CommittedAtServer(h.attrs.LastModified).UTC(),
 		Writer:          tx.d.writer,
 		Message:         opts.Message,
 		Meta:            opts.Meta,
-		Entries:         entries,
+		Carried:         g.carried,
+		Entries:         g.entries,
 	}
 	stored, err := generation.Encode(m)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w; rebase: %v", lostTo, err)
+		return nil, "", err
 	}
 	key := generation.ManifestKey(gen)
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
-	tx.rebased++
 	tx.mu.Unlock()
 	if err := tx.putManifest(ctx, key, stored); err != nil {
-		return nil, "", fmt.Errorf("%w; rebase: write manifest: %v", lostTo, err)
+		return nil, "", fmt.Errorf("write manifest: %w", err)
 	}
 	sum := sha256.Sum256(stored)
-	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", head.Generation, "seq", m.Seq)
+	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", h.ptr.Generation, "seq", m.Seq, "carried", len(g.carried))
 	return m, hex.EncodeToString(sum[:]), nil
 }
 

@@ -73,6 +73,13 @@ func contents(t *testing.T, d *commit.Dataset) map[string]string {
 // prefix with files, rebasing within it.
 func partition(t *testing.T, d *commit.Dataset, prefix string, files map[string]string) *commit.Tx {
 	t.Helper()
+	return partitionWith(t, d, prefix, files, commit.Rebase{})
+}
+
+// partitionWith is partition with the rebase settings r (its Scope is
+// the prefix).
+func partitionWith(t *testing.T, d *commit.Dataset, prefix string, files map[string]string, r commit.Rebase) *commit.Tx {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
@@ -85,7 +92,8 @@ func partition(t *testing.T, d *commit.Dataset, prefix string, files map[string]
 	for p, c := range files {
 		require.NoError(t, tx.PutBytes(ctx, prefix+p, []byte(c)))
 	}
-	require.NoError(t, tx.EnableRebase(commit.Rebase{Scope: prefix}))
+	r.Scope = prefix
+	require.NoError(t, tx.EnableRebase(r))
 	return tx
 }
 
@@ -162,7 +170,13 @@ func TestRebaseDisjoint(t *testing.T) {
 			require.NoError(t, err, "writer %d", i)
 		}
 		assert.Equal(t, want, contents(t, d))
-		assert.Equal(t, base.Seq+n, readPointer(t, s).Seq)
+		carried := 0
+		for _, tx := range txs {
+			if tx.CarriedBy() != "" {
+				carried++
+			}
+		}
+		assert.Equal(t, base.Seq+uint64(n-carried), readPointer(t, s).Seq, "one commit per writer not carried by another's")
 		_, twice = puts.count()
 		assert.Zero(t, twice, "nothing uploaded twice")
 	})
@@ -357,7 +371,8 @@ func TestRebaseSettled(t *testing.T) {
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 
-		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+		alone := commit.Rebase{NoGroup: true} // the rebased CAS itself, not a group's
+		tx := partitionWith(t, d, "mine/", map[string]string{"f": "mine"}, alone)
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 			_, err := publish(t, other, map[string]string{"seed": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
@@ -371,9 +386,9 @@ func TestRebaseSettled(t *testing.T) {
 		assert.Equal(t, p.Generation, readPointer(t, s).Generation)
 		assert.Equal(t, map[string]string{"seed": "1", "mine/f": "mine"}, contents(t, d))
 
-		tx = partition(t, d, "again/", map[string]string{"f": "again"})
+		tx = partitionWith(t, d, "again/", map[string]string{"f": "again"}, alone)
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-			p := partition(t, other, "theirs/", map[string]string{"f": "t"})
+			p := partitionWith(t, other, "theirs/", map[string]string{"f": "t"}, alone)
 			_, err := p.Commit(ctx, commit.CommitOptions{})
 			require.NoError(t, err)
 			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {

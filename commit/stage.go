@@ -69,6 +69,16 @@ type Tx struct {
 	noRebase bool    // set for the Tx of Dataset.Update, which must not rebase
 	rebased  int
 	lastSent *pointer.Pointer // the last pointer value Commit sent
+	// intents are the keys of the intents this Tx published (group
+	// commit); intentHead is the pointer value its live intent is bound
+	// to, nil once it is proven dead or carried. sending counts the
+	// writers the pointer write being sent carries; carriedBy is the
+	// generation that carried this Tx, and landedBy its pointer value.
+	intents    []string
+	intentHead *pointer.Pointer
+	sending    int
+	carriedBy  string
+	landedBy   *pointer.Pointer
 }
 
 // Begin reads the current pointer and starts staging a new generation on

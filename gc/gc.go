@@ -185,6 +185,9 @@ type runner struct {
 	pinsAt time.Time
 	// tagged counts the tags per generation, read with pins.
 	tagged map[string]int
+	// current is the write id of the newest pointer value the run read or
+	// wrote, for dropIntents.
+	current string
 	// renewed is when the lease was last renewed (monotonic), for
 	// refresh; the sweep renews from several goroutines.
 	renewedMu sync.Mutex
@@ -281,6 +284,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := r.cleanupEpochs(ctx); err != nil {
+		return err
+	}
+	if err := r.dropIntents(ctx); err != nil {
 		return err
 	}
 	return r.sweepLeftovers(ctx)

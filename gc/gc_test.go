@@ -821,3 +821,34 @@ func TestLeavesUnknownKeysAlone(t *testing.T) {
 	assert.Contains(t, b.String(), "note: 1 keys under _gen/ belong to no valid generation id")
 	assert.Contains(t, b.String(), "note: 2 malformed keys under _pin/")
 }
+
+// TestDeadIntents: the collector drops the group-commit intents bound to
+// pointer values that are gone, which no commit can carry, and keeps one
+// bound to the value it leaves, which a commit may still carry. (Every
+// run rewrites the pointer to register its lease token, so the test
+// writes that intent whenever the collector writes the pointer.)
+func TestDeadIntents(t *testing.T) {
+	eachStore(t, true, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := dataset(s)
+		publish(t, d, false, files(1, "one"))
+		gone := "00000000-0000-4000-8000-000000000000" // an earlier value
+		for _, k := range []string{commit.IntentDir + gone + "/a", commit.IntentDir + gone + "/b"} {
+			_, err := s.Put(ctx, k, strings.NewReader("{}"), store.PutOptions{})
+			require.NoError(t, err)
+		}
+		fs := faultstore.New(s)
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Then: func() {
+			p, _, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			_, err = s.Put(ctx, commit.IntentDir+p.WriteID+"/live", strings.NewReader("{}"), store.PutOptions{})
+			require.NoError(t, err)
+		}})
+		rep, err := gc.Run(ctx, fs, strict())
+		require.NoError(t, err)
+		now, _, err := pointer.Read(ctx, s)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, rep.IntentsDropped, 2)
+		assert.Equal(t, map[string]bool{commit.IntentDir + now.WriteID + "/live": true}, keysUnder(t, s, commit.IntentDir))
+	})
+}

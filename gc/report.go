@@ -39,6 +39,9 @@ type Report struct {
 	// epochs.
 	PinsDropped   int `json:"pins_dropped"`
 	EpochsDropped int `json:"epochs_dropped"`
+	// IntentsDropped counts group-commit intents deleted that no commit
+	// could carry any more (bound to a pointer value that is gone).
+	IntentsDropped int `json:"intents_dropped,omitempty"`
 	// Leftovers counts the pieces of writes interrupted more than the
 	// orphan age ago that the driver removed: the fs driver's temp files,
 	// incomplete S3 multipart uploads. Their requests are in Requests too.
@@ -123,6 +126,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			ew.printf("left for the next run: %d objects\n", r.Left)
 		}
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
+		if r.IntentsDropped > 0 {
+			ew.printf("dead group-commit intents dropped: %d\n", r.IntentsDropped)
+		}
 		if r.Leftovers.Count > 0 {
 			ew.printf("leftovers of interrupted writes removed: %d, %s\n", r.Leftovers.Count, FormatBytes(r.Leftovers.Bytes))
 		}

@@ -99,6 +99,7 @@ func (r *runner) register(ctx context.Context) error {
 func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag string, next *pointer.Pointer, what string) (bool, error) {
 	_, werr := pointer.Write(ctx, r.s, next, etag)
 	if werr == nil {
+		r.current = next.WriteID
 		return true, nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
@@ -109,6 +110,7 @@ func (r *runner) casPointer(ctx context.Context, cur *pointer.Pointer, etag stri
 		return false, fmt.Errorf("gc: %s: %w (and reading %s back failed: %v)", what, werr, pointer.Key, rerr)
 	case got.WriteID == next.WriteID:
 		r.log.Info("gc: pointer write settled by reading it back", "what", what, "resolved", werr)
+		r.current = next.WriteID
 		return true, nil
 	case got.WriteID != cur.WriteID,
 		errors.Is(werr, store.ErrPrecondition), errors.Is(werr, store.ErrConflict):
@@ -203,6 +205,9 @@ func (r *runner) readPointer(ctx context.Context) (*pointer.Pointer, store.Attrs
 		var got *pointer.Pointer
 		var attrs store.Attrs
 		got, attrs, err = pointer.Read(ctx, r.s)
+		if err == nil {
+			r.current = got.WriteID
+		}
 		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, store.ErrAccess) || errors.Is(err, pointer.ErrCorrupt) {
 			return got, attrs, err
 		}
@@ -349,6 +354,40 @@ func (r *runner) dropPins(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// dropIntents deletes the group-commit intents that no commit can carry
+// any more: each is bound to one pointer value, and only those bound to
+// the newest value the run saw can still be carried. (One bound to a
+// value written since is deleted too; that costs its writer a carry, not
+// a commit: it commits on its own.) Its writer needs it no more once the
+// value is gone, and a crashed writer leaves its intents behind. It costs
+// one LIST page per 1,000 intents, and the deletes.
+func (r *runner) dropIntents(ctx context.Context) error {
+	if r.current == "" {
+		return nil
+	}
+	live := commit.IntentDir + r.current + "/"
+	var dead []string
+	for o, err := range store.List(ctx, r.s, commit.IntentDir, "", "") {
+		if err != nil {
+			return fmt.Errorf("gc: list %s: %w", commit.IntentDir, err)
+		}
+		if !strings.HasPrefix(o.Key, live) {
+			dead = append(dead, o.Key)
+		}
+	}
+	for start := 0; start < len(dead); start += store.MaxDeleteBatch {
+		batch := dead[start:min(start+store.MaxDeleteBatch, len(dead))]
+		if err := r.renew(ctx, "dropping dead intents"); err != nil {
+			return err
+		}
+		if err := r.s.DeleteMany(ctx, batch); err != nil {
+			return fmt.Errorf("gc: drop dead intents: %w", err)
+		}
+		r.rep.IntentsDropped += len(batch)
+	}
+	return nil
+}
+
 // cleanupEpochs removes the long-ended epochs of every epoch lock
 // (_lease/<name>/<epoch>): those last written more than the larger of
 // OrphanAge and MinEpochAge ago. lease.CleanupEpochs keeps each lock's
@@ -381,7 +420,7 @@ func (r *runner) cleanupEpochs(ctx context.Context) error {
 // uploads, nor a dataset those of another nested under its prefix. The
 // pointer's own prefix reaches, on fs, the temp files beside it and none
 // below (see fs.Store.SweepLeftovers).
-var leftoverPrefixes = []string{generation.Dir, commit.PinDir, commit.TagDir, leaseDir, pointer.Key}
+var leftoverPrefixes = []string{generation.Dir, commit.PinDir, commit.TagDir, commit.IntentDir, leaseDir, pointer.Key}
 
 // sweepLeftovers asks the driver to remove the pieces of writes that were
 // interrupted more than the orphan age ago (temp files, incomplete

@@ -18,11 +18,17 @@ import (
 	"github.com/commitptr/commitptr/internal/strictjson"
 )
 
-// Format is the newest manifest format version this package writes and
-// reads. Format 2 adds the entries' Mode and MTime; Encode writes FormatV1
-// when no entry records them, so that such manifests stay readable by
-// readers that know only format 1.
+// Format is the manifest format version of entries with Mode and MTime.
+// Format 2 adds them to format 1; Encode writes FormatV1 when no entry
+// records them, so that such manifests stay readable by readers that know
+// only format 1.
 const Format = 2
+
+// FormatCarried is the format of a manifest that carried other writers'
+// changes (group commit): format 2 with Carried. Encode writes it only
+// when Carried is not empty, so readers that know only formats 1 and 2
+// refuse exactly the generations they could not describe.
+const FormatCarried = 3
 
 // FormatV1 is the first manifest format: entries without Mode and MTime.
 // Decode still reads it.
@@ -75,7 +81,27 @@ type Manifest struct {
 	Writer          string            `json:"writer,omitempty"`
 	Message         string            `json:"message,omitempty"`
 	Meta            map[string]string `json:"meta,omitempty"`
-	Entries         []Entry           `json:"entries"`
+	// Carried names the other writers whose changes this generation
+	// applies besides its own (group commit), sorted by generation. Each
+	// is the generation id of a Tx whose data objects it references.
+	// Format 3.
+	Carried []Carried `json:"carried,omitempty"`
+	Entries []Entry   `json:"entries"`
+}
+
+// Carried is one writer whose changes a group commit applied.
+type Carried struct {
+	// Generation is the id of the writer's Tx, under which its data
+	// objects are staged.
+	Generation string `json:"generation"`
+	Writer     string `json:"writer,omitempty"`
+}
+
+// CarriedBy reports whether the manifest carried the Tx with generation
+// id gen.
+func (m *Manifest) CarriedBy(gen string) bool {
+	_, ok := slices.BinarySearchFunc(m.Carried, gen, func(c Carried, g string) int { return strings.Compare(c.Generation, g) })
+	return ok
 }
 
 // Entry is one file of a generation.
@@ -163,14 +189,18 @@ func (m *Manifest) TotalSize() int64 {
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// Encode sorts the entries, sets the format to the oldest that holds them
-// (FormatV1 unless an entry records a mode or a modification time),
-// validates the manifest and returns its stored form: JSON,
+// Encode sorts the entries and the carried writers, sets the format to
+// the oldest that holds them (FormatV1 unless an entry records a mode or a
+// modification time, FormatCarried when it carried writers), validates the manifest and returns its stored form: JSON,
 // zstd-compressed when larger than CompressAbove.
 func Encode(m *Manifest) ([]byte, error) {
 	slices.SortFunc(m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(m.Carried, func(a, b Carried) int { return strings.Compare(a.Generation, b.Generation) })
 	m.Format = FormatV1
-	if slices.ContainsFunc(m.Entries, Entry.hasV2Fields) {
+	switch {
+	case len(m.Carried) > 0:
+		m.Format = FormatCarried
+	case slices.ContainsFunc(m.Entries, Entry.hasV2Fields):
 		m.Format = Format
 	}
 	if err := m.Validate(); err != nil {
@@ -244,7 +274,7 @@ func Decode(stored []byte) (*Manifest, error) {
 		}
 	}
 	var m Manifest
-	if err := strictjson.Decode(b, []int{FormatV1, Format}, &m); err != nil {
+	if err := strictjson.Decode(b, []int{FormatV1, Format, FormatCarried}, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {
@@ -259,8 +289,25 @@ func (m *Manifest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: generation %q: %s", ErrCorrupt, m.Generation, fmt.Sprintf(format, args...))
 	}
-	if m.Format != Format && m.Format != FormatV1 {
+	if m.Format != Format && m.Format != FormatV1 && m.Format != FormatCarried {
 		return bad("format %d", m.Format)
+	}
+	if m.Format != FormatCarried && len(m.Carried) > 0 {
+		return bad("format %d carries no other writers", m.Format)
+	}
+	if m.Format == FormatCarried && len(m.Carried) == 0 {
+		return bad("format %d without carried writers", m.Format)
+	}
+	for i, c := range m.Carried {
+		if err := Valid(c.Generation); err != nil {
+			return bad("carried: %v", err)
+		}
+		if c.Generation == m.Generation {
+			return bad("carries itself")
+		}
+		if i > 0 && m.Carried[i-1].Generation >= c.Generation {
+			return bad("carried writers not sorted or repeated at %s", c.Generation)
+		}
 	}
 	if err := Valid(m.Generation); err != nil {
 		return bad("%v", err)

@@ -182,10 +182,13 @@ type putResult struct {
 	FenceLease string `json:"fence_lease,omitempty"`
 	// Into is --into's prefix; Kept the files outside it carried from the
 	// current generation; Rebased how often the commit was built again on
-	// top of another writer's.
+	// top of another writer's; Carried that another writer's commit
+	// applied this one's changes with its own (group commit): Generation
+	// is then that commit's.
 	Into    string `json:"into,omitempty"`
 	Kept    int    `json:"kept,omitempty"`
 	Rebased int    `json:"rebased,omitempty"`
+	Carried bool   `json:"carried,omitempty"`
 	// Unchanged: SRC was exactly the current generation, and nothing was
 	// committed; Seq and Generation name the current one.
 	Unchanged bool `json:"unchanged,omitempty"`
@@ -365,7 +368,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return describe(opts.URL, err)
 	}
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
-		Into: opts.Into, Kept: kept, Rebased: tx.Rebased()}
+		Into: opts.Into, Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
 	res.Summary = newSummary("put", "uploaded", "reused")
 	res.Summary.Files = len(files)
 	for _, f := range files {
@@ -388,10 +391,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		repaired = fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
 	}
 	if res.Into != "" {
-		var rebased string
-		if res.Rebased > 0 {
-			rebased = fmt.Sprintf("; rebased %s on other writers' commits", plural(res.Rebased, "time"))
-		}
+		rebased := rebaseNote(res.Rebased, res.Carried)
 		fmt.Fprintf(stdout, "committed seq %d generation %s: %d files under %s (%d reused%s), %s; %d files outside it kept%s\n",
 			res.Seq, res.Generation, res.Files, res.Into, res.Reused, repaired, humanBytes(res.Bytes), res.Kept, rebased)
 	} else {

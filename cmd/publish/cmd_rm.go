@@ -61,6 +61,7 @@ type rmResult struct {
 	Removed    int    `json:"removed"`
 	Kept       int    `json:"kept"`
 	Rebased    int    `json:"rebased,omitempty"`
+	Carried    bool   `json:"carried,omitempty"` // as putResult's
 	// Unchanged: PREFIX/ held nothing (--missing-ok); nothing committed.
 	Unchanged bool `json:"unchanged,omitempty"`
 }
@@ -120,15 +121,25 @@ func runRm(ctx context.Context, opts rmOptions, stdout, stderr io.Writer) error 
 		}
 		return describe(opts.URL, err)
 	}
-	res := rmResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Into: opts.Into, Removed: len(removed), Kept: kept, Rebased: tx.Rebased()}
+	res := rmResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Into: opts.Into, Removed: len(removed), Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	var rebased string
-	if res.Rebased > 0 {
-		rebased = fmt.Sprintf("; rebased %s on other writers' commits", plural(res.Rebased, "time"))
-	}
+	rebased := rebaseNote(res.Rebased, res.Carried)
 	fmt.Fprintf(opts.out(stdout), "committed seq %d generation %s: removed %s under %s, kept %s%s\n",
 		res.Seq, res.Generation, plural(res.Removed, "file"), res.Into, plural(res.Kept, "file"), rebased)
 	return nil
+}
+
+// rebaseNote is what a commit's line says of its rebases and of a commit
+// of another writer that carried it.
+func rebaseNote(rebased int, carried bool) string {
+	var note string
+	if rebased > 0 {
+		note = fmt.Sprintf("; rebased %s on other writers' commits", plural(rebased, "time"))
+	}
+	if carried {
+		note += "; committed within another writer's commit (group commit)"
+	}
+	return note
 }

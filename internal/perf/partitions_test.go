@@ -25,32 +25,42 @@ func BenchmarkPartitions(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var on, off []bench.Result
+	var latency time.Duration
+	if v := os.Getenv("COMMITPTR_LATENCY"); v != "" {
+		var err error
+		if latency, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	series := map[bench.PartitionMode][]bench.Result{}
+	modes := []bench.PartitionMode{bench.RebaseGroup, bench.RebaseAlone, bench.NoRebase}
 	for _, w := range []int{1, 2, 4, 8, 16, 32} {
-		for _, rebase := range []bool{true, false} {
-			b.Run(fmt.Sprintf("writers=%d/rebase=%v", w, rebase), func(b *testing.B) {
-				s := remoteStore(b)
+		for _, mode := range modes {
+			b.Run(fmt.Sprintf("writers=%d/mode=%s", w, mode), func(b *testing.B) {
+				s := bench.Slow(remoteStore(b), latency)
 				for b.Loop() {
-					r, err := bench.Partitions(context.Background(), s, w, rebase, dur)
+					r, err := bench.Partitions(context.Background(), s, w, mode, dur)
 					if err != nil {
 						b.Fatal(err)
 					}
 					b.ReportMetric(r.PerSecond, "commits/s")
 					b.ReportMetric(r.Extra["attempts_per_success"], "attempts/success")
 					b.ReportMetric(r.Extra["rebases_per_success"], "rebases/success")
+					b.ReportMetric(r.Extra["carried_per_success"], "carried/success")
+					var reqs float64
+					for _, n := range r.Requests {
+						reqs += n
+					}
+					b.ReportMetric(reqs, "requests/success")
 					b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
 					b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
-					if rebase {
-						on = append(on, r)
-					} else {
-						off = append(off, r)
-					}
+					series[mode] = append(series[mode], r)
 				}
 			})
 		}
 	}
-	if path := os.Getenv("COMMITPTR_PLOT"); path != "" && len(on) > 0 {
-		if err := os.WriteFile(path, bench.PartitionsSVG(on, off), 0o644); err != nil {
+	if path := os.Getenv("COMMITPTR_PLOT"); path != "" && len(series[bench.RebaseGroup]) > 0 {
+		if err := os.WriteFile(path, bench.PartitionsSVG(series[bench.RebaseGroup], series[bench.RebaseAlone], series[bench.NoRebase]), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,689 @@
+package commit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/ctxtime"
+	"github.com/commitptr/commitptr/internal/strictjson"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// IntentDir holds the intents of group commit: _intent/<head>/<id> is the
+// change of one Tx, which any writer may apply in the commit that replaces
+// the pointer value whose write id is head, and in no other. The id is a
+// UUIDv7 taken when the intent is written, so the listing shows the
+// round's intents in the order they were published.
+const IntentDir = "_intent/"
+
+const (
+	intentFormat = 1
+	// maxIntentSize bounds an intent a carrier reads.
+	maxIntentSize = 1 << 20
+	// maxCarried bounds the writers one commit carries besides its own.
+	maxCarried = 64
+	// followerPolls is how often a writer that is not the first of its
+	// round reads the pointer before it carries the round itself.
+	followerPolls = 4
+	// intentReads is how many intents a carrier reads at once.
+	intentReads = 8
+)
+
+// intent is what a rebasing writer publishes for one round: every path it
+// read with the entry the head has there (Base, nil if none) and its own
+// (Set, nil to remove), and what the guards need. It is bound to one
+// pointer value (Head, its write id) and so to one seq.
+type intent struct {
+	Format       int          `json:"format"`
+	Generation   string       `json:"generation"`
+	Head         string       `json:"head"`
+	Seq          uint64       `json:"seq"`
+	Writer       string       `json:"writer,omitempty"`
+	StagingStart time.Time    `json:"staging_start"`
+	Fence        uint64       `json:"fence,omitempty"`
+	FenceLease   string       `json:"fence_lease,omitempty"`
+	Scope        string       `json:"scope,omitempty"`
+	Reads        []intentRead `json:"reads"`
+}
+
+type intentRead struct {
+	Path string            `json:"path"`
+	Base *generation.Entry `json:"base,omitempty"`
+	Set  *generation.Entry `json:"set,omitempty"`
+}
+
+func intentKey(head, id string) string { return IntentDir + head + "/" + id }
+
+// member is one writer of a group commit, as far as overlap goes: the
+// paths it read one by one and the subtree it owns as a whole.
+type member struct {
+	reads map[string]bool
+	scope string
+}
+
+func (m *member) covers(p string) bool {
+	return m.reads[p] || (m.scope != "" && strings.HasPrefix(p, m.scope))
+}
+
+// conflicts reports whether two writers read a common path, or own nested
+// subtrees: then they cannot be applied in one commit.
+func (m *member) conflicts(o *member) bool {
+	if m.scope != "" && o.scope != "" && (strings.HasPrefix(m.scope, o.scope) || strings.HasPrefix(o.scope, m.scope)) {
+		return true
+	}
+	for p := range m.reads {
+		if o.covers(p) {
+			return true
+		}
+	}
+	for p := range o.reads {
+		if m.covers(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// head is the pointer value a round builds on, with its manifest.
+type head struct {
+	ptr   *pointer.Pointer
+	attrs store.Attrs
+	// entries and keys are the manifest's entries by path, and the keys
+	// they reference.
+	entries map[string]generation.Entry
+	keys    map[string]bool
+}
+
+// fenceToken is a fence a group commit raises for a writer it carries.
+type fenceToken struct {
+	lease string
+	token uint64
+}
+
+// groupable reports whether this Tx may take part in a group commit: it
+// did not read the whole base (any change would conflict with it), keeps
+// nothing from another snapshot (its guards need the pin and the floor),
+// and every object its changes reference is its own or referenced by the
+// head, so a carrier has nothing to prove present.
+func (tx *Tx) groupable(rs *rebaseState, h *head) bool {
+	if tx.rebase.NoGroup || rs.all || tx.refSeq != 0 || h.ptr.WriteID == "" {
+		return false
+	}
+	own := generation.Prefix(tx.gen)
+	for p := range rs.read {
+		if e, ok := rs.mine[p]; ok && !strings.HasPrefix(e.Key, own) && !h.keys[e.Key] {
+			return false
+		}
+	}
+	return true
+}
+
+// intentFor returns this Tx's intent on the head, which has none of the
+// changes it read (rebaseOn checked that).
+func (tx *Tx) intentFor(rs *rebaseState, h *head, opts CommitOptions) *intent {
+	in := &intent{
+		Format:       intentFormat,
+		Generation:   tx.gen,
+		Head:         h.ptr.WriteID,
+		Seq:          h.ptr.Seq + 1,
+		Writer:       tx.d.writer,
+		StagingStart: tx.stagingStart,
+		Fence:        opts.Fence,
+		FenceLease:   opts.FenceLease,
+		Scope:        tx.rebase.Scope,
+	}
+	if opts.Fence == 0 {
+		in.FenceLease = ""
+	}
+	paths := map[string]bool{}
+	for p := range rs.read {
+		paths[p] = true
+	}
+	if in.Scope != "" {
+		for p := range h.entries {
+			if strings.HasPrefix(p, in.Scope) {
+				paths[p] = true
+			}
+		}
+	}
+	for _, p := range slices.Sorted(func(yield func(string) bool) {
+		for p := range paths {
+			if !yield(p) {
+				return
+			}
+		}
+	}) {
+		r := intentRead{Path: p}
+		if e, ok := h.entries[p]; ok {
+			r.Base = &e
+		}
+		switch e, ok := rs.mine[p]; {
+		case rs.read[p] && ok:
+			r.Set = &e
+		case !rs.read[p]:
+			r.Set = r.Base // under the scope, unchanged
+		}
+		in.Reads = append(in.Reads, r)
+	}
+	return in
+}
+
+// publishIntent writes the intent and returns its key. A write whose
+// outcome is not known is taken as written: the intent may be carried
+// either way.
+func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
+	id, err := generation.New()
+	if err != nil {
+		return ""
+	}
+	key := intentKey(in.Head, id)
+	b, err := json.Marshal(in)
+	if err != nil {
+		return ""
+	}
+	tx.mu.Lock()
+	tx.staged = append(tx.staged, key)
+	tx.intents = append(tx.intents, key)
+	tx.mu.Unlock()
+	_, err = tx.d.s.Put(ctx, key, bytes.NewReader(b), store.PutOptions{IfNoneMatch: true, Size: int64(len(b)), ContentType: "application/json"})
+	if err != nil && !errors.Is(err, store.ErrPrecondition) {
+		tx.d.log.Debug("intent write failed; taken as written", "key", key, "error", err)
+	}
+	return key
+}
+
+// readIntent reads and checks the intent at key against the head it is
+// bound to; nil means it is missing or unusable, and is skipped.
+func (d *Dataset) readIntent(ctx context.Context, key string, h *head) *intent {
+	rc, _, err := d.s.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxIntentSize+1))
+	if err != nil || len(b) > maxIntentSize {
+		return nil
+	}
+	var in intent
+	if err := strictjson.Decode(b, []int{intentFormat}, &in); err != nil {
+		d.log.Debug("intent unreadable; skipped", "key", key, "error", err)
+		return nil
+	}
+	if generation.Valid(in.Generation) != nil || in.Head != h.ptr.WriteID || in.Seq != h.ptr.Seq+1 || in.StagingStart.IsZero() {
+		return nil
+	}
+	return &in
+}
+
+// admit reports whether the intent can be applied on the head, with the
+// guards the writer's own commit would face there: the collector's
+// horizon against its staging start, and its lease's fence.
+func admit(in *intent, h *head) (*member, bool) {
+	cur := h.ptr
+	if !cur.GCHorizon.IsZero() && !cur.GCHorizon.Before(in.StagingStart) {
+		return nil, false
+	}
+	if checkFence(cur, in.Fence, in.FenceLease) != nil {
+		return nil, false
+	}
+	if in.Scope != "" && (!strings.HasSuffix(in.Scope, "/") || generation.CheckPath(strings.TrimSuffix(in.Scope, "/")) != nil) {
+		return nil, false
+	}
+	m := &member{reads: make(map[string]bool, len(in.Reads)), scope: in.Scope}
+	own := generation.Prefix(in.Generation)
+	for _, r := range in.Reads {
+		if generation.CheckPath(r.Path) != nil || m.reads[r.Path] {
+			return nil, false
+		}
+		m.reads[r.Path] = true
+		e, ok := h.entries[r.Path]
+		if ok != (r.Base != nil) || (ok && !sameEntry(e, *r.Base)) {
+			return nil, false // changed since the writer's base
+		}
+		if r.Set != nil && (r.Set.Path != r.Path || (!strings.HasPrefix(r.Set.Key, own) && !h.keys[r.Set.Key])) {
+			return nil, false
+		}
+	}
+	if in.Scope != "" {
+		for p := range h.entries {
+			if strings.HasPrefix(p, in.Scope) && !m.reads[p] {
+				return nil, false // added under the scope since
+			}
+		}
+	}
+	return m, true
+}
+
+// gather reads the intents at keys of the other writers of the round,
+// at most maxCarried, in the order they were published.
+func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
+	tx.mu.Lock()
+	mine := slices.Clone(tx.intents)
+	tx.mu.Unlock()
+	var want []string
+	for _, k := range keys {
+		if !slices.Contains(mine, k) && len(want) < maxCarried {
+			want = append(want, k)
+		}
+	}
+	out := make([]*intent, len(want))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, intentReads)
+	for i, k := range want {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = tx.d.readIntent(ctx, k, h)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{tx.gen: true}
+	return slices.DeleteFunc(out, func(in *intent) bool {
+		if in == nil || seen[in.Generation] {
+			return true
+		}
+		seen[in.Generation] = true
+		return false
+	})
+}
+
+// listIntents returns the keys of the intents on the head, sorted.
+func (tx *Tx) listIntents(ctx context.Context, h *head) ([]string, error) {
+	var keys []string
+	for o, err := range store.List(ctx, tx.d.s, IntentDir+h.ptr.WriteID+"/", "", "") {
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, o.Key)
+		if len(keys) > 4*maxCarried {
+			break
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// group is what a round decided to send: the entries, the writers carried
+// and the fences they raise.
+type group struct {
+	entries []generation.Entry
+	carried []generation.Carried
+	fences  []fenceToken
+}
+
+// carry adds to this Tx's rebased entries every intent that applies on the
+// head, conflicts with no writer already in, and whose fence the pointer
+// can take. Intents are taken oldest Tx first.
+func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*intent, opts CommitOptions) group {
+	g := group{entries: own}
+	if len(ins) == 0 {
+		return g
+	}
+	self := &member{reads: rs.read, scope: tx.rebase.Scope}
+	members := []*member{self}
+	leases := map[string]bool{}
+	if opts.Fence != 0 {
+		leases[opts.FenceLease] = true
+	}
+	// probe is next as it will be sent, as long as it can be, to check
+	// that the fences of the writers carried fit.
+	probe := *h.ptr
+	probe.Seq, probe.Parent, probe.Writer, probe.Message, probe.Meta = h.ptr.Seq+1, h.ptr.Generation, tx.d.writer, opts.Message, opts.Meta
+	probe.CommittedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	if opts.Fence != 0 {
+		probe.SetFence(opts.FenceLease, opts.Fence)
+	}
+	out := make(map[string]generation.Entry, len(own))
+	for _, e := range own {
+		out[e.Path] = e
+	}
+	for _, in := range ins {
+		m, ok := admit(in, h)
+		if !ok || slices.ContainsFunc(members, m.conflicts) {
+			continue
+		}
+		if in.Fence != 0 {
+			if leases[in.FenceLease] || probe.CheckFence(in.FenceLease) != nil {
+				continue
+			}
+			next := probe
+			next.SetFence(in.FenceLease, in.Fence)
+			if encodes(&next) != nil {
+				continue
+			}
+			probe = next
+			leases[in.FenceLease] = true
+			g.fences = append(g.fences, fenceToken{in.FenceLease, in.Fence})
+		}
+		members = append(members, m)
+		for _, r := range in.Reads {
+			if r.Set != nil {
+				out[r.Path] = *r.Set
+			} else {
+				delete(out, r.Path)
+			}
+		}
+		g.carried = append(g.carried, generation.Carried{Generation: in.Generation, Writer: in.Writer})
+	}
+	if len(g.carried) == 0 {
+		return g
+	}
+	es := make([]generation.Entry, 0, len(out))
+	for _, e := range out {
+		es = append(es, e)
+	}
+	if file, _ := generation.Clash(es); file != "" {
+		// Disjoint paths, but a file where another writer makes a
+		// directory: carry nobody this round.
+		return group{entries: own}
+	}
+	g.entries = es
+	return g
+}
+
+// carryFirst runs the first compare-and-swap of a commit with rebase as a
+// group-commit round when other writers' intents wait on its base: it
+// joins the round. It returns what round returns, and what the Tx read;
+// a nil rebaseState means it does not take part, and the commit goes on
+// alone. It costs one LIST; a round, when it joins one, its requests.
+func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
+	tx.mu.Lock()
+	bm := tx.baseManifest
+	ok := tx.rebase != nil && !tx.rebase.NoGroup && !tx.readBase && tx.refSeq == 0
+	tx.mu.Unlock()
+	if !ok || bm == nil || tx.base == nil || tx.base.WriteID == "" {
+		return group{}, nil, nil, nil
+	}
+	h := &head{ptr: tx.base, attrs: store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt},
+		entries: make(map[string]generation.Entry, len(bm.Entries)), keys: make(map[string]bool, len(bm.Entries))}
+	for _, e := range bm.Entries {
+		h.entries[e.Path] = e
+		h.keys[e.Key] = true
+	}
+	keys, err := tx.listIntents(ctx, h)
+	as := join
+	switch {
+	case err != nil:
+		return group{}, nil, nil, nil
+	case len(keys) == 0 && !tx.d.contended.Load():
+		return group{}, nil, nil, nil
+	case len(keys) == 0:
+		as = lead
+	}
+	rs, err := tx.prepareRebase(ctx, entries)
+	if err != nil || !tx.groupable(rs, h) {
+		return group{}, nil, nil, nil
+	}
+	if err := tx.guard(ctx, tx.base, opts.Fence, opts.FenceLease); err != nil {
+		return group{}, nil, nil, nil // the commit refuses it on its own
+	}
+	g, mv, err := tx.round(ctx, rs, h, entries, opts, as)
+	return g, mv, rs, err
+}
+
+// How a writer takes part in a round.
+type role int
+
+const (
+	// probe: list the round's intents after publishing, and lead it if
+	// this writer's intent is the first.
+	probe role = iota
+	// join: follow a round whose intents were listed before publishing.
+	join
+	// lead: lead a round without listing first (the dataset saw
+	// contention recently, none waits yet).
+	lead
+)
+
+// round is one group-commit round on a head: publish the intent, and
+// either wait for the writer that published first to carry it, or, being
+// that writer, wait for the others of the round and carry them. It returns
+// the group to send, or, when the pointer moved while it waited, the
+// pointer read (the intent is then settled: carried or dead).
+func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, as role) (group, *moved, error) {
+	t0 := time.Now()
+	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
+	tx.mu.Lock()
+	tx.intentHead = h.ptr
+	tx.mu.Unlock()
+	var keys []string
+	first := as == lead
+	if as == probe {
+		var err error
+		if keys, err = tx.listIntents(ctx, h); err != nil {
+			return group{entries: own}, nil, nil // carry nobody
+		}
+		first = len(keys) == 0 || keys[0] == key
+	}
+	// The others of the round publish and list about as fast as this
+	// writer did.
+	rtt := max(time.Since(t0), time.Millisecond)
+	if first {
+		if err := ctxtime.Sleep(ctx, rtt); err != nil {
+			return group{}, nil, err
+		}
+	} else {
+		// The first writer carries the round: wait for the pointer to
+		// move, and carry the round only if it does not.
+		wait := rtt
+		for range followerPolls {
+			if err := ctxtime.Sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+				return group{}, nil, err
+			}
+			wait *= 2
+			p, attrs, err := pointer.Read(ctx, tx.d.s)
+			if err != nil || p.WriteID == h.ptr.WriteID {
+				continue
+			}
+			mv, err := tx.settleMoved(ctx, p, attrs)
+			return group{}, mv, err
+		}
+	}
+	if again, err := tx.listIntents(ctx, h); err == nil {
+		keys = again
+	}
+	return tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts), nil, nil
+}
+
+// moved is a pointer value read after this Tx's intent was published that
+// settles it: the intent was carried (landed is the pointer value that
+// carried it), or it is dead and the Tx goes on from got.
+type moved struct {
+	got     *pointer.Pointer
+	attrs   store.Attrs
+	landed  *pointer.Pointer
+	lostSeq uint64
+}
+
+// settleMoved settles the live intent against p, a pointer value other
+// than the one it is bound to. An error means it cannot be told.
+func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.Attrs) (*moved, error) {
+	tx.mu.Lock()
+	ih := tx.intentHead
+	tx.mu.Unlock()
+	mv := &moved{got: p, attrs: attrs}
+	if ih == nil || p.Seq <= ih.Seq {
+		// Replaced without a commit: no commit can be built on the
+		// value the intent is bound to any more.
+		tx.clearIntent()
+		return mv, nil
+	}
+	mv.lostSeq = ih.Seq + 1
+	m, sum, err := tx.d.manifestAt(ctx, p, ih.Seq+1)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether seq %d carried generation %s: %w", ih.Seq+1, tx.gen, err)
+	}
+	if m.CarriedBy(tx.gen) {
+		mv.landed = carriedPointer(p, m, sum)
+		return mv, nil
+	}
+	tx.mu.Lock()
+	tx.winner = m.Generation
+	tx.mu.Unlock()
+	tx.clearIntent()
+	return mv, nil
+}
+
+func (tx *Tx) clearIntent() {
+	tx.mu.Lock()
+	tx.intentHead = nil
+	tx.mu.Unlock()
+}
+
+// carriedPointer returns the pointer value of the commit m that carried
+// this Tx, given p, a pointer at or past it: p itself when it is that
+// commit, otherwise the fields the manifest tells, with no write id.
+func carriedPointer(p *pointer.Pointer, m *generation.Manifest, sum string) *pointer.Pointer {
+	if p.Seq == m.Seq && p.Generation == m.Generation {
+		return p
+	}
+	return &pointer.Pointer{
+		Format:         pointer.Format,
+		Seq:            m.Seq,
+		Generation:     m.Generation,
+		Parent:         m.Parent,
+		Manifest:       generation.ManifestKey(m.Generation),
+		ManifestSHA256: sum,
+		Writer:         m.Writer,
+		Message:        m.Message,
+		Meta:           m.Meta,
+	}
+}
+
+// manifestAt walks the parent chain from p back to seq, checking each
+// manifest against the sha256 its child recorded, and returns the manifest
+// there and its sha256.
+func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64) (*generation.Manifest, string, error) {
+	if seq > p.Seq || seq == 0 {
+		return nil, "", fmt.Errorf("%w: seq %d is not in the history of seq %d", ErrNotFound, seq, p.Seq)
+	}
+	gen, sum := p.Generation, p.ManifestSHA256
+	for s := p.Seq; ; s-- {
+		var m *generation.Manifest
+		err := retryRead(ctx, d.retry, func() (err error) {
+			m, err = d.loadManifest(ctx, gen, sum)
+			return err
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if m.Seq != s {
+			return nil, "", fmt.Errorf("%w: generation %s has seq %d, its child expected %d", generation.ErrCorrupt, gen, m.Seq, s)
+		}
+		if s == seq {
+			return m, sum, nil
+		}
+		if m.Parent == "" {
+			return nil, "", fmt.Errorf("%w: seq %d is not in the history", ErrNotFound, seq)
+		}
+		gen, sum = m.Parent, m.ParentManifestSHA256
+	}
+}
+
+// settle settles the live intent of a Tx that stops before its own
+// compare-and-swap: if the pointer still has the value the intent is bound
+// to, it rewrites that value unchanged (a new write id), after which no
+// commit can carry the intent. It returns the pointer value that carried
+// the Tx, nil when the intent is dead, or an error when neither can be
+// proven.
+func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
+	tx.mu.Lock()
+	ih := tx.intentHead
+	tx.mu.Unlock()
+	if ih == nil {
+		return nil, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	var werr error
+	for attempt := 0; attempt <= maxCASRetries; attempt++ {
+		var p *pointer.Pointer
+		var attrs store.Attrs
+		err := retryRead(rctx, tx.d.retry, func() (err error) {
+			p, attrs, err = pointer.Read(rctx, tx.d.s)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read the pointer: %w (last withdrawal: %v)", err, werr)
+		}
+		if p.WriteID != ih.WriteID {
+			mv, err := tx.settleMoved(rctx, p, attrs)
+			if err != nil {
+				return nil, err
+			}
+			return mv.landed, nil
+		}
+		next := *p
+		next.GCCommittedAt = p.CommittedAtServer(attrs.LastModified)
+		if _, werr = pointer.Write(rctx, tx.d.s, &next, attrs.ETag); werr == nil {
+			tx.d.log.Debug("intent withdrawn", "generation", tx.gen, "seq", ih.Seq+1)
+			tx.clearIntent()
+			return nil, nil
+		}
+		if errors.Is(werr, store.ErrConflict) {
+			ctxtime.Sleep(rctx, tx.d.retry.backoff(attempt))
+		}
+	}
+	return nil, fmt.Errorf("could not withdraw the intent: %w", werr)
+}
+
+// lose ends a commit that failed with err while its intent may be live:
+// the intent is settled first, and the staged objects are discarded only
+// once it is dead. If a commit carried it, the Tx committed after all.
+func (tx *Tx) lose(ctx context.Context, err error) (*pointer.Pointer, error) {
+	landed, serr := tx.settle(ctx)
+	switch {
+	case serr != nil:
+		return nil, fmt.Errorf("%w: generation %s may still be carried by another writer's commit (%v), after: %w", ErrCommitUnknown, tx.gen, serr, err)
+	case landed != nil:
+		tx.markCarried(landed)
+		return landed, nil
+	}
+	return nil, tx.abort(ctx, err)
+}
+
+func (tx *Tx) markCarried(p *pointer.Pointer) {
+	tx.d.contended.Store(true)
+	tx.mu.Lock()
+	tx.carriedBy = p.Generation
+	tx.intentHead = nil
+	tx.mu.Unlock()
+	tx.d.log.Debug("carried", "generation", tx.gen, "by", p.Generation, "seq", p.Seq)
+}
+
+// CarriedBy returns the generation of the commit that applied this Tx's
+// changes as one of a group (see Rebase), or "" if it committed itself
+// or did not commit.
+func (tx *Tx) CarriedBy() string {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.carriedBy
+}
+
+// dropIntents deletes the intents this Tx wrote, once its outcome is
+// known; what a failure leaves, the collector sweeps.
+func (tx *Tx) dropIntents(ctx context.Context) {
+	tx.mu.Lock()
+	keys := slices.Clone(tx.intents)
+	tx.intents = nil
+	tx.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	if err := tx.d.s.DeleteMany(dctx, keys); err != nil {
+		tx.d.log.Debug("intents not deleted; the collector will", "generation", tx.gen, "error", err)
+	}
+}

@@ -1,0 +1,189 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// groupRace sets up a group-commit round on every driver: the Tx
+// "mine/" loses its first compare-and-swap to "theirs/", rebases, and
+// publishes its intent; its second compare-and-swap is held while third,
+// a fresh writer of another process (another Dataset) begun on the new
+// head, commits. It returns the Tx's outcome and third's.
+func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, err error, tx3 *commit.Tx, p3 *pointer.Pointer) {
+	t.Helper()
+	ctx := context.Background()
+	fs := faultstore.New(s)
+	d := commit.New(fs)
+	other := commit.New(s)
+	_, err = publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx = partition(t, d, "mine/", map[string]string{"f": "mine"})
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
+		_, err := w.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
+			tx3 = third(other)
+			var err error
+			p3, err = tx3.Commit(ctx, commit.CommitOptions{Message: "third"})
+			require.NoError(t, err)
+		}})
+	}})
+	p, err = tx.Commit(ctx, opts)
+	return tx, p, err, tx3, p3
+}
+
+// TestGroupCarried: a fresh writer that finds an intent waiting on its
+// base joins the round and, the intent's writer being held, carries it:
+// one commit holds both writers' changes, the carried Tx returns that
+// commit, keeps its objects, and leaves no intent behind.
+func TestGroupCarried(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		d := commit.New(s)
+		tx, p, err, tx3, p3 := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+			return partition(t, other, "third/", map[string]string{"f": "third"})
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 1, tx.Rebased())
+		assert.Equal(t, p3.Generation, tx.CarriedBy(), "carried by third's commit")
+		assert.Equal(t, p3.Generation, p.Generation)
+		assert.Equal(t, p3.Seq, p.Seq)
+		assert.Empty(t, tx3.CarriedBy())
+		m := readManifest(t, s, p3.Generation)
+		assert.Equal(t, generation.FormatCarried, m.Format)
+		require.Len(t, m.Carried, 1)
+		assert.Equal(t, tx.Generation(), m.Carried[0].Generation)
+		assert.True(t, m.CarriedBy(tx.Generation()))
+		assert.Equal(t, "third", m.Message, "the carrier's message")
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "mine/f": "mine", "third/f": "third"}, contents(t, d))
+		assert.Contains(t, keysUnder(t, s, generation.Prefix(tx.Generation())), generation.DataKey(tx.Generation(), "mine/f"), "the carried objects are kept")
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
+	})
+}
+
+// TestGroupCarriesFence: the commit that carries a writer holding a
+// lease raises that lease's fence to the writer's token, as the writer's
+// own commit would have: a former holder with a lower token is refused
+// from then on.
+func TestGroupCarriesFence(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		const lease = "mem://x/_lease/nightly"
+		tx, _, err, _, p3 := groupRace(t, s, commit.CommitOptions{Fence: 5, FenceLease: lease}, func(other *commit.Dataset) *commit.Tx {
+			return partition(t, other, "third/", map[string]string{"f": "third"})
+		})
+		require.NoError(t, err)
+		require.Equal(t, p3.Generation, tx.CarriedBy())
+		assert.Equal(t, map[string]uint64{lease: 5}, readPointer(t, s).Fences)
+		stale := partition(t, commit.New(s), "old/", map[string]string{"f": "old"})
+		_, err = stale.Commit(context.Background(), commit.CommitOptions{Fence: 4, FenceLease: lease})
+		require.ErrorIs(t, err, commit.ErrFenced)
+	})
+}
+
+// TestGroupOverlapNotCarried: a writer that replaces the same subtree
+// does not carry the intent; the intent's writer then loses as without
+// group commit: a ConflictError naming the path, its objects and intent
+// deleted.
+func TestGroupOverlapNotCarried(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		d := commit.New(s)
+		tx, _, err, tx3, p3 := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+			return partition(t, other, "mine/", map[string]string{"g": "third"})
+		})
+		var ce *commit.ConflictError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, p3.Generation, ce.Winner)
+		assert.Contains(t, ce.Overlap, "mine/g")
+		assert.Empty(t, tx3.CarriedBy())
+		assert.Empty(t, readManifest(t, s, p3.Generation).Carried)
+		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "the loser's objects are deleted")
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "mine/g": "third"}, contents(t, d))
+	})
+}
+
+// TestGroupCancelledWithdraws: a writer cancelled after publishing its
+// intent, before its own compare-and-swap, rewrites the pointer value the
+// intent is bound to (so no commit can carry it any more) before it
+// deletes its objects; it reports the cancellation, not an unknown
+// outcome.
+func TestGroupCancelledWithdraws(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		fs := faultstore.New(s)
+		d := commit.New(fs)
+		other := commit.New(s)
+		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+		var head *pointer.Pointer
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
+			var err error
+			head, err = w.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: cancel})
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.ErrorIs(t, err, context.Canceled)
+		assert.False(t, errors.Is(err, commit.ErrCommitUnknown), "%v", err)
+		now := readPointer(t, s)
+		assert.Equal(t, head.Seq, now.Seq, "no commit")
+		assert.Equal(t, head.Generation, now.Generation)
+		assert.NotEqual(t, head.WriteID, now.WriteID, "the value the intent was bound to is gone")
+		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
+	})
+}
+
+// TestGroupRebuiltAfterRewrite: a carrier whose compare-and-swap fails on
+// a pointer value rewritten without a commit (a fence registered) does not
+// send the group again on the new value: the intents it carried are bound
+// to the old one, and their writers may already have seen it go and taken
+// them for dead. It rounds again on the new value, where they are not.
+func TestGroupRebuiltAfterRewrite(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fs, fs3 := faultstore.New(s), faultstore.New(s)
+		d, other, direct := commit.New(fs), commit.New(fs3), commit.New(s)
+		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+		var tx3 *commit.Tx
+		var p3 *pointer.Pointer
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			w := partition(t, direct, "theirs/", map[string]string{"f": "theirs"})
+			_, err := w.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				fs3.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+					require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
+				}})
+				tx3 = partition(t, other, "third/", map[string]string{"f": "third"})
+				var err error
+				p3, err = tx3.Commit(ctx, commit.CommitOptions{})
+				require.NoError(t, err)
+			}})
+		}})
+		p, err := tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, readManifest(t, s, p3.Generation).Carried, "the group was not sent on the rewritten value")
+		assert.Empty(t, tx.CarriedBy())
+		assert.Equal(t, p.Parent, p3.Generation, "the Tx rebased on third's commit")
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "mine/f": "mine", "third/f": "third"}, contents(t, d))
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
+	})
+}
