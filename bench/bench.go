@@ -422,6 +422,9 @@ type PartitionPublish struct {
 	Writers, FilesPer, Size int
 	Commits, Lost           int
 	Rebases                 int
+	// Carried counts the commits another writer's commit carried (group
+	// commit): they sent no pointer write of their own that landed.
+	Carried int
 	// UploadedTwice counts data objects written more than once.
 	UploadedTwice int
 	DataPuts      int
@@ -480,6 +483,9 @@ func PartitionPuts(ctx context.Context, s store.Store, writers, files, size int)
 				switch {
 				case err == nil:
 					res.Commits++
+					if tx.CarriedBy() != "" {
+						res.Carried++
+					}
 				case errors.Is(err, commit.ErrConflict):
 					res.Lost++
 				default:

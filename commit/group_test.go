@@ -187,3 +187,39 @@ func TestGroupRebuiltAfterRewrite(t *testing.T) {
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
 	})
 }
+
+// TestGroupFollowerSeesRewrite: a writer that joined a round finds, when
+// it reads the pointer, the value its intent is bound to rewritten
+// without a commit (a fence registered): the intent is dead, not unknown,
+// and the writer rounds again on the new value and commits.
+func TestGroupFollowerSeesRewrite(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fs := faultstore.New(s)
+		d, direct := commit.New(fs), commit.New(s)
+		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
+		var tx2 *commit.Tx
+		var err2 error
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			w := partition(t, direct, "theirs/", map[string]string{"f": "theirs"})
+			_, err := w.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			// The Tx now rounds on theirs' commit; hold its rebased
+			// manifest while a second writer joins that round.
+			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				tx2 = partition(t, direct, "second/", map[string]string{"f": "second"})
+				require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
+				_, err2 = tx2.Commit(ctx, commit.CommitOptions{})
+			}})
+		}})
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.NoError(t, err2, "the joined intent is dead once its value is rewritten, not unknown")
+		assert.Empty(t, tx2.CarriedBy())
+		assert.Equal(t, 1, tx2.Rebased(), "it rounded again on the rewritten value")
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "mine/f": "mine", "second/f": "second"}, contents(t, d))
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
+	})
+}

@@ -81,7 +81,11 @@ func runLog(ctx context.Context, opts logOptions, stdout, _ io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tGENERATION\tSTAGED\tWRITER\tFILES\tSIZE\tMESSAGE")
 	for _, c := range res.Commits {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Seq, c.Generation, formatTime(c.StagingStart), c.Writer, c.Files, humanBytes(c.Bytes), c.Message)
+		writer := c.Writer
+		if len(c.Carried) > 0 {
+			writer += fmt.Sprintf(" +%d carried", len(c.Carried))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Seq, c.Generation, formatTime(c.StagingStart), writer, c.Files, humanBytes(c.Bytes), c.Message)
 	}
 	if res.Collected {
 		fmt.Fprintln(tw, "...\t(older history collected)")

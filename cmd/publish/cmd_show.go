@@ -59,12 +59,16 @@ type manifestSummary struct {
 	Files        int               `json:"files"`
 	Bytes        int64             `json:"bytes"`
 	Reused       int               `json:"reused"`
+	// Carried are the other writers whose changes this generation applied
+	// with its own (group commit).
+	Carried []generation.Carried `json:"carried,omitempty"`
 }
 
 func summarize(m *generation.Manifest) manifestSummary {
 	s := manifestSummary{
 		Generation: m.Generation, Seq: m.Seq, Parent: m.Parent, StagingStart: m.StagingStart,
 		Writer: m.Writer, Message: m.Message, Meta: m.Meta, Files: len(m.Entries), Bytes: m.TotalSize(),
+		Carried: m.Carried,
 	}
 	for _, e := range m.Entries {
 		if generation.FromKey(e.Key) != m.Generation {
@@ -122,6 +126,9 @@ func runShow(ctx context.Context, opts showOptions, stdout, _ io.Writer) error {
 	}
 	fmt.Fprintf(tw, "files\t%d, %s (%d reused from older generations)\n", m.Files, humanBytes(m.Bytes), m.Reused)
 	fmt.Fprintf(tw, "staged\t%s by %s\n", formatTime(m.StagingStart), m.Writer)
+	if len(m.Carried) > 0 {
+		fmt.Fprintf(tw, "carried\tthe changes of %s with its own (group commit)\n", plural(len(m.Carried), "other writer"))
+	}
 	return tw.Flush()
 }
 

@@ -178,6 +178,11 @@ func TestPutIntoConcurrentBinary(t *testing.T) {
 			var log logResult
 			require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "--json", "log", url)), &log))
 			assert.Len(t, log.Commits, writers+1-carried, "one commit per writer not carried by another's, and the first")
+			named := 0
+			for _, c := range log.Commits {
+				named += len(c.Carried)
+			}
+			assert.Equal(t, carried, named, "log names every writer carried")
 
 			// Same prefix, four at a time.
 			same := make([]string, 4)

@@ -83,6 +83,7 @@ func BenchmarkPartitionPuts(b *testing.B) {
 		b.ReportMetric(float64(p.Lost), "lost")
 		b.ReportMetric(float64(p.UploadedTwice), "uploaded-twice")
 		b.ReportMetric(float64(p.Rebases), "rebases")
+		b.ReportMetric(float64(p.Carried), "carried")
 		b.ReportMetric(float64(p.Requests.Total()), "requests")
 		b.ReportMetric(float64(p.Floor), "floor")
 		b.ReportMetric(float64(p.RebaseFloor), "floor+rebases")
