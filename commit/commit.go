@@ -471,6 +471,9 @@ func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (ou
 		case m.Generation == want.Generation:
 			return mine, nil
 		case m.CarriedBy(tx.gen):
+			if err := tx.appliedIn(m); err != nil {
+				return 0, err
+			}
 			tx.landedBy = carriedPointer(got, m, sum)
 			return carried, nil
 		}

@@ -525,6 +525,9 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 		return nil, fmt.Errorf("cannot tell whether seq %d carried generation %s: %w", ih.Seq+1, tx.gen, err)
 	}
 	if m.CarriedBy(tx.gen) {
+		if err := tx.appliedIn(m); err != nil {
+			return nil, err
+		}
 		mv.landed = carriedPointer(p, m, sum)
 		return mv, nil
 	}
@@ -533,6 +536,37 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	tx.mu.Unlock()
 	tx.clearIntent()
 	return mv, nil
+}
+
+// appliedIn checks that m, which names this Tx as carried, holds its
+// changes: every path it read set as it has it, and under its scope no
+// other file. A manifest that claims the Tx without them was not written
+// by a carrier that followed the rules; the Tx cannot tell what landed.
+func (tx *Tx) appliedIn(m *generation.Manifest) error {
+	tx.mu.Lock()
+	rs := tx.reads
+	tx.mu.Unlock()
+	if rs == nil {
+		return fmt.Errorf("%w: generation %s names generation %s as carried, which published no intent", generation.ErrCorrupt, m.Generation, tx.gen)
+	}
+	bad := func(p string) error {
+		return fmt.Errorf("%w: generation %s names generation %s as carried but does not hold its change of %q", generation.ErrCorrupt, m.Generation, tx.gen, p)
+	}
+	for p := range rs.read {
+		e, ok := m.Find(p)
+		mine, has := rs.mine[p]
+		if ok != has || (ok && !sameEntry(e, mine)) {
+			return bad(p)
+		}
+	}
+	if scope := tx.rebase.Scope; scope != "" {
+		for _, e := range m.Entries {
+			if mine, ok := rs.mine[e.Path]; strings.HasPrefix(e.Path, scope) && (!ok || !sameEntry(e, mine)) {
+				return bad(e.Path)
+			}
+		}
+	}
+	return nil
 }
 
 func (tx *Tx) clearIntent() {

@@ -181,6 +181,9 @@ func (tx *Tx) prepareRebase(ctx context.Context, entries []generation.Entry) (*r
 			rs.read[p] = true
 		}
 	}
+	tx.mu.Lock()
+	tx.reads = rs
+	tx.mu.Unlock()
 	return rs, nil
 }
 

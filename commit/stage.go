@@ -76,6 +76,7 @@ type Tx struct {
 	// generation that carried this Tx, and landedBy its pointer value.
 	intents    []string
 	intentHead *pointer.Pointer
+	reads      *rebaseState // what the Tx read, once a rebase or a round needed it
 	sending    int
 	carriedBy  string
 	landedBy   *pointer.Pointer

@@ -341,15 +341,21 @@ func (w *waves) send(ctx context.Context, batch []store.Object) error {
 
 // dropPins deletes expired pins.
 func (r *runner) dropPins(ctx context.Context, keys []string) error {
-	for start, n := 0, 1; start < len(keys); start, n = start+store.MaxDeleteBatch, n+1 {
+	return r.drop(ctx, keys, "expired pins", &r.rep.PinsDropped)
+}
+
+// drop deletes keys in batches, renewing the lease before each, and
+// counts them in n.
+func (r *runner) drop(ctx context.Context, keys []string, what string, n *int) error {
+	for start := 0; start < len(keys); start += store.MaxDeleteBatch {
 		batch := keys[start:min(start+store.MaxDeleteBatch, len(keys))]
-		if err := r.renew(ctx, "dropping expired pins"); err != nil {
+		if err := r.renew(ctx, "dropping "+what); err != nil {
 			return err
 		}
 		if err := r.s.DeleteMany(ctx, batch); err != nil {
-			return fmt.Errorf("gc: drop expired pins: %w", err)
+			return fmt.Errorf("gc: drop %s: %w", what, err)
 		}
-		r.rep.PinsDropped += len(batch)
+		*n += len(batch)
 	}
 	return nil
 }
@@ -375,17 +381,7 @@ func (r *runner) dropIntents(ctx context.Context) error {
 			dead = append(dead, o.Key)
 		}
 	}
-	for start := 0; start < len(dead); start += store.MaxDeleteBatch {
-		batch := dead[start:min(start+store.MaxDeleteBatch, len(dead))]
-		if err := r.renew(ctx, "dropping dead intents"); err != nil {
-			return err
-		}
-		if err := r.s.DeleteMany(ctx, batch); err != nil {
-			return fmt.Errorf("gc: drop dead intents: %w", err)
-		}
-		r.rep.IntentsDropped += len(batch)
-	}
-	return nil
+	return r.drop(ctx, dead, "dead intents", &r.rep.IntentsDropped)
 }
 
 // cleanupEpochs removes the long-ended epochs of every epoch lock
