@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -130,7 +131,8 @@ func (tx *Tx) groupable(rs *rebaseState, h *head) bool {
 }
 
 // intentFor returns this Tx's intent on the head, which has none of the
-// changes it read (rebaseOn checked that).
+// changes it read (rebaseHead, or Begin for a first compare-and-swap,
+// checked that).
 func (tx *Tx) intentFor(rs *rebaseState, h *head, opts CommitOptions) *intent {
 	in := &intent{
 		Format:       intentFormat,
@@ -157,13 +159,7 @@ func (tx *Tx) intentFor(rs *rebaseState, h *head, opts CommitOptions) *intent {
 			}
 		}
 	}
-	for _, p := range slices.Sorted(func(yield func(string) bool) {
-		for p := range paths {
-			if !yield(p) {
-				return
-			}
-		}
-	}) {
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
 		r := intentRead{Path: p}
 		if e, ok := h.entries[p]; ok {
 			r.Base = &e
@@ -254,6 +250,9 @@ func admit(in *intent, h *head) (*member, bool) {
 		if r.Set != nil && (r.Set.Path != r.Path || (!strings.HasPrefix(r.Set.Key, own) && !h.keys[r.Set.Key])) {
 			return nil, false
 		}
+		if r.Set != nil && !validEntry(in.Generation, *r.Set) {
+			return nil, false // would make the carrier's manifest invalid
+		}
 	}
 	if in.Scope != "" {
 		for p := range h.entries {
@@ -263,6 +262,13 @@ func admit(in *intent, h *head) (*member, bool) {
 		}
 	}
 	return m, true
+}
+
+// validEntry reports whether e could stand in a manifest: a valid key,
+// size, checksum, encoding and mode.
+func validEntry(gen string, e generation.Entry) bool {
+	m := generation.Manifest{Format: generation.Format, Generation: gen, Seq: 1, Entries: []generation.Entry{e}}
+	return m.Validate() == nil
 }
 
 // gather reads the intents at keys of the other writers of the round,
@@ -324,7 +330,7 @@ type group struct {
 
 // carry adds to this Tx's rebased entries every intent that applies on the
 // head, conflicts with no writer already in, and whose fence the pointer
-// can take. Intents are taken oldest Tx first.
+// can take. Intents are taken in the order they were published.
 func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*intent, opts CommitOptions) group {
 	g := group{entries: own}
 	if len(ins) == 0 {

@@ -70,6 +70,8 @@ func TestAdmit(t *testing.T) {
 		"a path added since its base":   func(in *intent, h *head) { in.Reads[1].Base = in.Reads[1].Set },
 		"a path removed since its base": func(in *intent, h *head) { delete(h.entries, "p/a") },
 		"an entry for another path":     func(in *intent, h *head) { in.Reads[1].Set.Path = "p/c" },
+		"an entry with a bad checksum":  func(in *intent, h *head) { in.Reads[1].Set.SHA256 = "x" },
+		"an entry with a negative size": func(in *intent, h *head) { in.Reads[1].Set.Size = -1 },
 		"an object neither its own nor the head's": func(in *intent, h *head) {
 			other, _ := generation.New()
 			in.Reads[1].Set.Key = generation.DataKey(other, "p/b")

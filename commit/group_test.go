@@ -20,7 +20,7 @@ import (
 // publishes its intent; its second compare-and-swap is held while third,
 // a fresh writer of another process (another Dataset) begun on the new
 // head, commits. It returns the Tx's outcome and third's.
-func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, err error, tx3 *commit.Tx, p3 *pointer.Pointer) {
+func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, tx3 *commit.Tx, p3 *pointer.Pointer, err error) {
 	t.Helper()
 	ctx := context.Background()
 	fs := faultstore.New(s)
@@ -42,7 +42,7 @@ func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third fun
 		}})
 	}})
 	p, err = tx.Commit(ctx, opts)
-	return tx, p, err, tx3, p3
+	return tx, p, tx3, p3, err
 }
 
 // TestGroupCarried: a fresh writer that finds an intent waiting on its
@@ -52,7 +52,7 @@ func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third fun
 func TestGroupCarried(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
-		tx, p, err, tx3, p3 := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+		tx, p, tx3, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
 		})
 		require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestGroupCarried(t *testing.T) {
 func TestGroupCarriesFence(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		const lease = "mem://x/_lease/nightly"
-		tx, _, err, _, p3 := groupRace(t, s, commit.CommitOptions{Fence: 5, FenceLease: lease}, func(other *commit.Dataset) *commit.Tx {
+		tx, _, _, p3, err := groupRace(t, s, commit.CommitOptions{Fence: 5, FenceLease: lease}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
 		})
 		require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestGroupCarriesFence(t *testing.T) {
 func TestGroupOverlapNotCarried(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
-		tx, _, err, tx3, p3 := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+		tx, _, tx3, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "mine/", map[string]string{"g": "third"})
 		})
 		var ce *commit.ConflictError
