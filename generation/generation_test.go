@@ -203,3 +203,48 @@ func TestLargeManifestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 100_000)
 }
+
+// TestManifestCarried: a manifest that carried other writers is written
+// as format 3, its writers sorted, and read back; a manifest that lists
+// none is never format 3; a format 3 manifest without them, one that
+// carries itself, and one that lists a writer twice are corrupt.
+func TestManifestCarried(t *testing.T) {
+	m := manifest(t, 2)
+	a, err := generation.New()
+	require.NoError(t, err)
+	b, err := generation.New()
+	require.NoError(t, err)
+	m.Carried = []generation.Carried{{Generation: b, Writer: "w2"}, {Generation: a, Writer: "w1"}}
+	stored, err := generation.Encode(m)
+	require.NoError(t, err)
+	got, err := generation.Decode(stored)
+	require.NoError(t, err)
+	assert.Equal(t, generation.FormatCarried, got.Format)
+	assert.Equal(t, []generation.Carried{{Generation: a, Writer: "w1"}, {Generation: b, Writer: "w2"}}, got.Carried)
+	assert.True(t, got.CarriedBy(a))
+	assert.True(t, got.CarriedBy(b))
+	assert.False(t, got.CarriedBy(m.Generation))
+
+	plain := manifest(t, 2)
+	stored, err = generation.Encode(plain)
+	require.NoError(t, err)
+	assert.NotContains(t, string(stored), "carried")
+	got, err = generation.Decode(stored)
+	require.NoError(t, err)
+	assert.NotEqual(t, generation.FormatCarried, got.Format)
+
+	for name, spoil := range map[string]func(m *generation.Manifest){
+		"format 3 without carried": func(m *generation.Manifest) { m.Format, m.Carried = generation.FormatCarried, nil },
+		"carried in format 2":      func(m *generation.Manifest) { m.Format = generation.Format },
+		"carries itself":           func(m *generation.Manifest) { m.Carried = append(m.Carried, generation.Carried{Generation: m.Generation}) },
+		"twice":                    func(m *generation.Manifest) { m.Carried = append(m.Carried, m.Carried[0]) },
+		"a bad id":                 func(m *generation.Manifest) { m.Carried[0].Generation = "x" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := manifest(t, 1)
+			m.Format, m.Carried = generation.FormatCarried, []generation.Carried{{Generation: a}}
+			spoil(m)
+			require.ErrorIs(t, m.Validate(), generation.ErrCorrupt)
+		})
+	}
+}

@@ -191,7 +191,8 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // Encode sorts the entries and the carried writers, sets the format to
 // the oldest that holds them (FormatV1 unless an entry records a mode or a
-// modification time, FormatCarried when it carried writers), validates the manifest and returns its stored form: JSON,
+// modification time, FormatCarried when it carried writers), validates
+// the manifest and returns its stored form: JSON,
 // zstd-compressed when larger than CompressAbove.
 func Encode(m *Manifest) ([]byte, error) {
 	slices.SortFunc(m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
