@@ -236,9 +236,11 @@ func TestManifestCarried(t *testing.T) {
 	for name, spoil := range map[string]func(m *generation.Manifest){
 		"format 3 without carried": func(m *generation.Manifest) { m.Format, m.Carried = generation.FormatCarried, nil },
 		"carried in format 2":      func(m *generation.Manifest) { m.Format = generation.Format },
-		"carries itself":           func(m *generation.Manifest) { m.Carried = append(m.Carried, generation.Carried{Generation: m.Generation}) },
-		"twice":                    func(m *generation.Manifest) { m.Carried = append(m.Carried, m.Carried[0]) },
-		"a bad id":                 func(m *generation.Manifest) { m.Carried[0].Generation = "x" },
+		"carries itself": func(m *generation.Manifest) {
+			m.Carried = append(m.Carried, generation.Carried{Generation: m.Generation})
+		},
+		"twice":    func(m *generation.Manifest) { m.Carried = append(m.Carried, m.Carried[0]) },
+		"a bad id": func(m *generation.Manifest) { m.Carried[0].Generation = "x" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := manifest(t, 1)
