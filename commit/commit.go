@@ -220,7 +220,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 		tx.lastSent = &last
 		tx.mu.Unlock()
 		if werr == nil {
-			tx.landedAlone(next)
+			tx.noteContention()
 			return next, tx.confirmHold(ctx, next)
 		}
 		// Whatever the error, the write may have landed (a lost response,
@@ -250,7 +250,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
 			written := landed(got, next, sent)
-			tx.landedAlone(next)
+			tx.noteContention()
 			return written, tx.confirmHold(ctx, written)
 		case carried:
 			tx.markCarried(tx.landedBy)
@@ -301,10 +301,11 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 	}
 }
 
-// landedAlone notes, for the next commits of the dataset, whether this
-// one met contention: a commit that rebased or carried others did; one
-// that won its first compare-and-swap carrying nobody did not.
-func (tx *Tx) landedAlone(next *pointer.Pointer) {
+// noteContention notes, for the next commits of the dataset, whether
+// this one, which landed, met contention: a commit that rebased or carried
+// others did; one that won its first compare-and-swap carrying nobody did
+// not.
+func (tx *Tx) noteContention() {
 	if tx.Rebased() > 0 || tx.carrying() {
 		tx.d.contended.Store(true)
 	} else {

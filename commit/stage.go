@@ -522,6 +522,9 @@ func (tx *Tx) discard(ctx context.Context) error {
 	if err := tx.d.s.DeleteMany(ctx, keys); err != nil {
 		return fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
 	}
+	tx.mu.Lock()
+	tx.intents = nil // deleted with the rest (staged holds them too)
+	tx.mu.Unlock()
 	return nil
 }
 
