@@ -97,6 +97,49 @@ func TestIncrementalCost(t *testing.T) {
 	})
 }
 
+// TestKeptFilesCost: a commit that keeps the files of partitions each
+// published by its own commit proves them with one LIST page, not a HEAD
+// for each generation they sit in.
+func TestKeptFilesCost(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		const parts = 8
+		ctx := context.Background()
+		tr := &trace{Store: s}
+		c := store.Count(tr)
+		d := commit.New(c, commit.WithConcurrency(32))
+		publishPart := func(i int, body string) {
+			t.Helper()
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, tx.KeepAll(ctx))
+			require.NoError(t, tx.PutBytes(ctx, fmt.Sprintf("part=%d/data", i), []byte(body)))
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}
+		for i := range parts {
+			publishPart(i, "1")
+		}
+		// parts-1 kept files, each the only one of its generation besides
+		// the manifest.
+		cost, about := tr.costOf(t, c, func() { publishPart(0, "2") })
+		assert.Equal(t, "get=2 put=3 list=1", cost.String(), "kept files of %d generations: %s", parts-1, about)
+
+		// The same listing proves a key among them missing, and only that one.
+		snap, err := d.Open(ctx)
+		require.NoError(t, err)
+		gone, _ := snap.Manifest.Find("part=4/data")
+		require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.KeepAll(ctx))
+		require.NoError(t, tx.PutBytes(ctx, "part=0/data", []byte("3")))
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.ErrorIs(t, err, commit.ErrMissingObject)
+		assert.Contains(t, err.Error(), "part=4/data: object "+gone.Key+" missing")
+		assert.Equal(t, 1, strings.Count(err.Error(), ": object "), "only the deleted object is missing: %v", err)
+	})
+}
+
 // BenchmarkCommit reports requests per commit against the floor, and the
 // latency of a commit after 10 and after 1,000 prior commits, on mem and on
 // the real S3 server. Run: go test -run - -bench Commit ./commit

@@ -54,14 +54,16 @@ const minProvedPerPage = 2
 // Commit runs it before writing the manifest, so calling it is needed only
 // to learn the outcome earlier. Keys once proven are not checked again.
 //
-// Cost: the keys are grouped by generation and, within one, in sorted runs
-// of up to 1,000. A run of one key costs a HEAD; a longer run is listed
-// from its first key, one LIST page at a time, while each page proves at
-// least two of its keys, and the rest of the run is checked with HEADs. So
-// the references cost at most one LIST page per 1,000 keys when their
-// generations hold few other objects, and never more than one request per
-// key plus one page per run. Runs are checked in parallel, up to the
-// dataset's concurrency.
+// Cost: the keys are sorted into runs of up to 1,000: those of one
+// generation that holds several of them, and together those that are each
+// the only one of their generation, listed across generations. A run of
+// one key costs a HEAD; a longer run is listed from just below its first
+// key, one LIST page at a time, while each page proves at least two of its
+// keys, and the rest of the run is checked with HEADs. So the references
+// cost at most one LIST page per 1,000 keys when their generations hold
+// few other objects, and never more than one request per key plus one
+// page per run. Runs are checked in parallel, up to the dataset's
+// concurrency.
 func (tx *Tx) VerifyReferences(ctx context.Context) error {
 	tx.mu.Lock()
 	if err := tx.checkOpen(); err != nil {
@@ -224,29 +226,15 @@ func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]int64,
 	var heads []string // keys left to HEAD
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(d.concurrency)
-	after := "" // the key before this run, in the same generation, or ""
-	for i := 0; i < len(keys); {
-		prefix := generation.Prefix(generation.FromKey(keys[i]))
-		if !strings.HasPrefix(after, prefix) {
-			after = ""
-		}
-		j := i + 1
-		for j < len(keys) && j-i < store.MaxListPage && strings.HasPrefix(keys[j], prefix) {
-			j++
-		}
-		run, from := keys[i:j], after
-		if p, ok := justBefore(run[0]); ok && p > from {
-			from = p
-		}
-		i, after = j, keys[j-1]
-		if len(run) == 1 {
+	for _, r := range keyRuns(keys) {
+		if len(r.keys) == 1 {
 			mu.Lock()
-			heads = append(heads, run[0])
+			heads = append(heads, r.keys[0])
 			mu.Unlock()
 			continue
 		}
 		g.Go(func() error {
-			rest, err := d.listRun(gctx, prefix, run, from, record)
+			rest, err := d.listRun(gctx, r.prefix, r.keys, r.after, record)
 			mu.Lock()
 			defer mu.Unlock()
 			heads = append(heads, rest...)
@@ -276,6 +264,58 @@ func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]int64,
 		})
 	}
 	return found, g.Wait()
+}
+
+// keyRun is a sorted run of keys to prove by listing prefix, which holds
+// them all, from after.
+type keyRun struct {
+	prefix, after string
+	keys          []string
+}
+
+// keyRuns groups sorted keys into runs of up to store.MaxListPage: the
+// keys of a generation that holds several, and together the keys that are
+// each the only one of their generation, listed across generations. (A
+// generation that holds many other objects then costs one page that proves
+// one key, not a run of HEADs; the generations of files kept from
+// partitions that other writers published hold few.)
+func keyRuns(keys []string) []keyRun {
+	var runs []keyRun
+	var lone []string
+	for i := 0; i < len(keys); {
+		prefix := generation.Prefix(generation.FromKey(keys[i]))
+		j := i + 1
+		for j < len(keys) && strings.HasPrefix(keys[j], prefix) {
+			j++
+		}
+		if j == i+1 {
+			lone = append(lone, keys[i])
+		} else {
+			after := ""
+			for ; i < j; i += store.MaxListPage {
+				run := keys[i:min(j, i+store.MaxListPage)]
+				runs = append(runs, keyRun{prefix: prefix, after: startBelow(run[0], after), keys: run})
+				after = run[len(run)-1]
+			}
+		}
+		i = j
+	}
+	for len(lone) > 0 {
+		n := min(len(lone), store.MaxListPage)
+		first := lone[0]
+		runs = append(runs, keyRun{prefix: generation.Dir, after: startBelow(first, generation.Prefix(generation.FromKey(first))), keys: lone[:n]})
+		lone = lone[n:]
+	}
+	return runs
+}
+
+// startBelow returns where a listing that must show key starts: just
+// below it when that can be said, otherwise after, a string below key.
+func startBelow(key, after string) string {
+	if p, ok := justBefore(key); ok && p > after {
+		return p
+	}
+	return after
 }
 
 // listRun proves the keys of run, sorted and all under prefix, by listing
