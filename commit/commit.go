@@ -71,7 +71,18 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 }
 
 func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
-	if err := tx.VerifyReferences(ctx); err != nil {
+	tx.mu.Lock()
+	err := tx.checkOpen()
+	tx.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	// A commit that may join a group-commit round leaves the files it
+	// keeps from its base unproven for now: a commit that carries it
+	// takes those paths from its own head. They are proven below, once
+	// the Tx writes a manifest of its own on its base.
+	kept := tx.keptFromBase()
+	if err := tx.verifyReferences(ctx, kept); err != nil {
 		tx.mu.Lock()
 		open := tx.checkOpen() == nil
 		tx.done = true
@@ -137,6 +148,15 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		tx.mu.Lock()
 		tx.sending = len(g.carried)
 		tx.mu.Unlock()
+	}
+	if kept != nil {
+		err := tx.verifyReferences(ctx, func(e generation.Entry) bool { return !kept(e) })
+		if errors.Is(err, ErrMissingObject) {
+			err = tx.whyMissing(ctx, err, opts)
+		}
+		if err != nil {
+			return tx.lose(ctx, err)
+		}
 	}
 	stored, err := generation.Encode(m)
 	if err != nil {

@@ -398,6 +398,30 @@ func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*int
 	return g
 }
 
+// keptFromBase returns, for a Tx that may join a group-commit round (see
+// carryFirst), which of its entries are files kept from its base as they
+// are there, untouched: a commit that carries the Tx takes those paths
+// from its head, whose references are the head's, so the Tx proves them
+// only when it writes a manifest of its own on its base. It returns nil
+// when the Tx cannot join a round.
+func (tx *Tx) keptFromBase() func(generation.Entry) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	bm := tx.baseManifest
+	if tx.rebase == nil || tx.rebase.NoGroup || tx.readBase || tx.refSeq != 0 || bm == nil || tx.base == nil || tx.base.WriteID == "" {
+		return nil
+	}
+	touched := maps.Clone(tx.touched)
+	base := make(map[string]generation.Entry, len(bm.Entries))
+	for _, e := range bm.Entries {
+		base[e.Path] = e
+	}
+	return func(e generation.Entry) bool {
+		b, ok := base[e.Path]
+		return ok && !touched[e.Path] && sameEntry(b, e)
+	}
+}
+
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
 // group-commit round when other writers' intents wait on its base: it
 // joins the round. It returns what round returns, and what the Tx read;

@@ -52,7 +52,10 @@ const minProvedPerPage = 2
 // and keys.
 //
 // Commit runs it before writing the manifest, so calling it is needed only
-// to learn the outcome earlier. Keys once proven are not checked again.
+// to learn the outcome earlier. Keys once proven are not checked again. (A
+// commit that may join a group-commit round, see Rebase, proves the files
+// it keeps from its base untouched only if it writes a manifest of its own
+// on its base: a commit that carries it takes those paths from its head.)
 //
 // Cost: the keys are sorted into runs of up to 1,000: those of one
 // generation that holds several of them, and together those that are each
@@ -70,10 +73,18 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 		tx.mu.Unlock()
 		return err
 	}
+	tx.mu.Unlock()
+	return tx.verifyReferences(ctx, nil)
+}
+
+// verifyReferences is VerifyReferences, leaving out the entries that
+// skip, if not nil, says can wait.
+func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) bool) error {
+	tx.mu.Lock()
 	own := generation.Prefix(tx.gen)
 	want := map[string][]generation.Entry{} // key → the entries reading it
 	for _, e := range tx.entries {
-		if !strings.HasPrefix(e.Key, own) && !tx.refs.verified[e.Key] {
+		if !strings.HasPrefix(e.Key, own) && !tx.refs.verified[e.Key] && (skip == nil || !skip(e)) {
 			want[e.Key] = append(want[e.Key], e)
 		}
 	}

@@ -1,0 +1,162 @@
+package commit_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// proofs records the requests that can prove a reference: every HEAD, and
+// every LIST under _gen/.
+type proofs struct {
+	store.Store
+	mu   sync.Mutex
+	sent []string
+}
+
+func (p *proofs) Unwrap() store.Store { return p.Store }
+
+func (p *proofs) Head(ctx context.Context, key string) (store.Attrs, error) {
+	p.note("HEAD " + key)
+	return p.Store.Head(ctx, key)
+}
+
+func (p *proofs) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if strings.HasPrefix(req.Prefix, generation.Dir) {
+		p.note("LIST " + req.Prefix + " after " + req.StartAfter)
+	}
+	return p.Store.List(ctx, req)
+}
+
+func (p *proofs) note(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent = append(p.sent, s)
+}
+
+func (p *proofs) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.sent...)
+}
+
+// TestGroupJoinerLeavesKeptFiles: a fresh writer that joins a round and is
+// carried by the round's first writer never proves the files it keeps
+// from its base: the carrier's manifest takes those paths from its head.
+// The writer's request log shows no HEAD and no listing under _gen/, and
+// the commit that carried it holds everything.
+func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fa := faultstore.New(s)
+		a := commit.New(fa)
+		rec := &proofs{Store: s}
+		fb := faultstore.New(rec)
+		b := commit.New(fb)
+		_, err := publish(t, a, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		txA := partition(t, a, "a/", map[string]string{"f": "a"})
+
+		var (
+			txB        *commit.Tx
+			pB         *pointer.Pointer
+			errB       error
+			bDone      = make(chan struct{})
+			bPublished = make(chan struct{})
+			aLanded    = make(chan struct{})
+		)
+		// B's intent lands and B waits, before it polls, for A's commit:
+		// A, the first writer of the round, then carries B.
+		fb.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+			close(bPublished)
+			<-aLanded
+		}})
+		// A loses its first compare-and-swap to "theirs/", rebases, and
+		// publishes its intent on the new head; B, begun on that head,
+		// finds it and joins the round.
+		fa.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			w := partition(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
+			_, err := w.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+			fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+				txB = partition(t, b, "b/", map[string]string{"f": "b"})
+				go func() {
+					defer close(bDone)
+					pB, errB = txB.Commit(ctx, commit.CommitOptions{})
+				}()
+				<-bPublished
+			}})
+			fa.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+				close(aLanded)
+			}})
+		}})
+		pA, err := txA.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		<-bDone
+		require.NoError(t, errB)
+		assert.Empty(t, txA.CarriedBy())
+		assert.Equal(t, pA.Generation, txB.CarriedBy(), "B is carried by A's commit")
+		assert.Equal(t, pA.Seq, pB.Seq)
+		assert.Empty(t, rec.all(), "the carried writer proves none of the files it keeps")
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "a/f": "a", "b/f": "b"}, contents(t, commit.New(s)))
+		checkComplete(t, commit.New(s))
+	})
+}
+
+// TestGroupWriterProvesKeptFiles: a writer that may join rounds, but
+// writes a manifest of its own on its base, proves the files it keeps
+// first. Alone, or taking a round over from a first writer that does not
+// commit, a kept file whose object is gone fails the commit with
+// ErrMissingObject, naming the key, and nothing is committed: the pointer
+// never names the dangling reference.
+func TestGroupWriterProvesKeptFiles(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		d := commit.New(s)
+		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		w := partition(t, d, "p/", map[string]string{"f": "p"})
+		_, err = w.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		snap, err := d.Open(ctx)
+		require.NoError(t, err)
+		gone, ok := snap.Manifest.Find("p/f")
+		require.True(t, ok)
+		require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
+		before := readPointer(t, s)
+
+		t.Run("alone", func(t *testing.T) {
+			tx := partition(t, d, "q/", map[string]string{"f": "q"})
+			_, err := tx.Commit(ctx, commit.CommitOptions{})
+			require.ErrorIs(t, err, commit.ErrMissingObject)
+			assert.Contains(t, err.Error(), gone.Key)
+			assert.Equal(t, before.Generation, readPointer(t, s).Generation)
+			assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "nothing of the Tx is left")
+		})
+
+		t.Run("taking a round over", func(t *testing.T) {
+			// An intent waits on the head, and no writer carries it: the
+			// Tx joins the round as a follower, finds the pointer
+			// unmoved, and carries the round itself.
+			joinRound(t, s)
+			tx := partition(t, d, "q/", map[string]string{"f": "q"})
+			_, err := tx.Commit(ctx, commit.CommitOptions{})
+			require.ErrorIs(t, err, commit.ErrMissingObject)
+			assert.Contains(t, err.Error(), gone.Key)
+			after := readPointer(t, s)
+			assert.Equal(t, before.Generation, after.Generation, "nothing committed")
+			assert.NotEqual(t, before.WriteID, after.WriteID, "the Tx withdrew its intent before it gave up")
+			assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "nothing of the Tx is left")
+		})
+	})
+}
