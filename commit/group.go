@@ -563,6 +563,9 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	}
 	tx.mu.Lock()
 	tx.winner = m.Generation
+	if m.Generation == p.Generation && sum == p.ManifestSHA256 {
+		tx.settledOn, tx.settledOnSHA = m, sum
+	}
 	tx.mu.Unlock()
 	tx.clearIntent()
 	return mv, nil

@@ -2,9 +2,11 @@ package commit_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,7 @@ import (
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // proofs records the requests that can prove a reference: every HEAD, and
@@ -159,4 +162,86 @@ func TestGroupWriterProvesKeptFiles(t *testing.T) {
 			assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "nothing of the Tx is left")
 		})
 	})
+}
+
+// gets counts the GETs of each key.
+type gets struct {
+	store.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (g *gets) Unwrap() store.Store { return g.Store }
+
+func (g *gets) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	g.mu.Lock()
+	if g.n == nil {
+		g.n = map[string]int{}
+	}
+	g.n[key]++
+	g.mu.Unlock()
+	return g.Store.Get(ctx, key)
+}
+
+func (g *gets) count(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n[key]
+}
+
+// TestGroupMissedRoundReadsHeadOnce: a writer that joined a round too late
+// (the first writer had listed the round already) learns from the
+// pointer that its intent is dead, reads the manifest of the commit that
+// replaced its value to settle it, and rebases on that commit without
+// reading its manifest again; then it commits on its own.
+func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fl := faultstore.New(s)
+	l := commit.New(fl)
+	counted := &gets{Store: s}
+	fa := faultstore.New(counted)
+	a := commit.New(fa)
+	_, err := publish(t, l, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	txL := partition(t, l, "l/", map[string]string{"f": "l"})
+
+	var (
+		txA        *commit.Tx
+		pA         *pointer.Pointer
+		errA       error
+		aDone      = make(chan struct{})
+		aPublished = make(chan struct{})
+	)
+	fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		// L loses its first compare-and-swap and leads a round alone on
+		// the new head; its pointer write is held until A has joined.
+		w := partition(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
+		_, err := w.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		seq := readPointer(t, s).Seq
+		fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+			close(aPublished)
+			// A looks at the pointer only once L's commit landed.
+			require.Eventually(t, func() bool { return readPointer(t, s).Seq > seq }, 30*time.Second, time.Millisecond)
+		}})
+		fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			txA = partition(t, a, "a/", map[string]string{"f": "a"})
+			go func() {
+				defer close(aDone)
+				pA, errA = txA.Commit(ctx, commit.CommitOptions{})
+			}()
+			<-aPublished
+		}})
+	}})
+	pL, err := txL.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	<-aDone
+	require.NoError(t, errA)
+	assert.Empty(t, txA.CarriedBy(), "L listed its round before A joined")
+	assert.Equal(t, 1, txA.Rebased())
+	assert.Equal(t, pL.Seq+1, pA.Seq)
+	assert.Equal(t, 1, counted.count(generation.ManifestKey(pL.Generation)), "A reads L's manifest once: to settle its intent, and the rebase builds on it")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "l/f": "l", "a/f": "a"}, contents(t, commit.New(s)))
+	checkComplete(t, commit.New(s))
 }

@@ -258,11 +258,22 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	if n > 0 && time.Since(rs.started) > tx.rebase.MaxTime {
 		return nil, nil, fmt.Errorf("%w (rebasing for %s, longer than the %s allowed)", lostTo, time.Since(rs.started).Round(time.Millisecond), tx.rebase.MaxTime)
 	}
-	var hm *generation.Manifest
-	err := retryRead(ctx, tx.d.retry, func() (err error) {
-		hm, err = tx.d.loadManifest(ctx, got.Generation, got.ManifestSHA256)
-		return err
-	})
+	// The manifest that settled a dead intent is the head's when the
+	// pointer moved by one commit: it was read and checked already.
+	tx.mu.Lock()
+	hm := tx.settledOn
+	if hm != nil && (hm.Generation != got.Generation || tx.settledOnSHA != got.ManifestSHA256) {
+		hm = nil
+	}
+	tx.settledOn, tx.settledOnSHA = nil, ""
+	tx.mu.Unlock()
+	var err error
+	if hm == nil {
+		err = retryRead(ctx, tx.d.retry, func() (err error) {
+			hm, err = tx.d.loadManifest(ctx, got.Generation, got.ManifestSHA256)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %v", lostTo, got.Generation, err)
 	}

@@ -80,6 +80,11 @@ type Tx struct {
 	sending    int
 	carriedBy  string
 	landedBy   *pointer.Pointer
+	// settledOn is the manifest, checked against its pointer value's
+	// manifest_sha256, that settled a dead intent when it is the head's:
+	// the rebase that follows builds on it without reading it again.
+	settledOn    *generation.Manifest
+	settledOnSHA string
 }
 
 // Begin reads the current pointer and starts staging a new generation on
