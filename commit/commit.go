@@ -82,6 +82,9 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	// takes those paths from its own head. They are proven below, once
 	// the Tx writes a manifest of its own on its base.
 	kept := tx.keptFromBase()
+	tx.mu.Lock()
+	tx.keptPending = kept
+	tx.mu.Unlock()
 	if err := tx.verifyReferences(ctx, kept); err != nil {
 		tx.mu.Lock()
 		open := tx.checkOpen() == nil
@@ -149,14 +152,11 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		tx.sending = len(g.carried)
 		tx.mu.Unlock()
 	}
-	if kept != nil {
-		err := tx.verifyReferences(ctx, func(e generation.Entry) bool { return !kept(e) })
+	if err := tx.proveKept(ctx); err != nil {
 		if errors.Is(err, ErrMissingObject) {
 			err = tx.whyMissing(ctx, err, opts)
 		}
-		if err != nil {
-			return tx.lose(ctx, err)
-		}
+		return tx.lose(ctx, err)
 	}
 	stored, err := generation.Encode(m)
 	if err != nil {

@@ -422,6 +422,25 @@ func (tx *Tx) keptFromBase() func(generation.Entry) bool {
 	}
 }
 
+// proveKept proves the files kept from the base whose proof keptFromBase
+// left for later, if any: the Tx is about to write a manifest that takes
+// them from its base.
+func (tx *Tx) proveKept(ctx context.Context) error {
+	tx.mu.Lock()
+	kept := tx.keptPending
+	tx.mu.Unlock()
+	if kept == nil {
+		return nil
+	}
+	if err := tx.verifyReferences(ctx, func(e generation.Entry) bool { return !kept(e) }); err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	tx.keptPending = nil
+	tx.mu.Unlock()
+	return nil
+}
+
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
 // group-commit round when other writers' intents wait on its base: it
 // joins the round. It returns what round returns, and what the Tx read;

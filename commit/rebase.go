@@ -302,6 +302,16 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	if err := tx.reprove(ctx, rs, h.keys); err != nil {
 		return nil, nil, fmt.Errorf("%w; rebase: %w", lostTo, err)
 	}
+	if tx.base != nil && got.Generation == tx.base.Generation {
+		// The head is the base, rewritten without a commit: the rebased
+		// manifest takes the files kept from the base, as a manifest of
+		// the Tx's own on its base would, and no commit since proved
+		// them. (Nobody won: a missing one fails the commit as it would
+		// have failed that manifest.)
+		if err := tx.proveKept(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
 	tx.mu.Lock()
 	tx.rebased++
 	tx.mu.Unlock()

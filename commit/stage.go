@@ -85,6 +85,10 @@ type Tx struct {
 	// the rebase that follows builds on it without reading it again.
 	settledOn    *generation.Manifest
 	settledOnSHA string
+	// keptPending, while not nil, says which entries are files kept from
+	// the base whose proof waits until the Tx writes a manifest naming
+	// them itself (see keptFromBase).
+	keptPending func(generation.Entry) bool
 }
 
 // Begin reads the current pointer and starts staging a new generation on
