@@ -271,7 +271,7 @@ func start(ctx context.Context, versions bool) (*Server, error) {
 	}
 	s := newServer("versitygw", addr)
 	s.root = root
-	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "posix"}
+	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "--keep-alive", "posix"}
 	if versions {
 		s.versions = root + ".versions"
 		if err := os.Mkdir(s.versions, 0o700); err != nil {
