@@ -157,7 +157,7 @@ func applications(chain []*generation.Manifest, gen string) []uint64 {
 // every intent of the round and, the pointer not moving, carries it.
 func joinRound(t *testing.T, s store.Store) {
 	t.Helper()
-	putIntentBody(t, s, readPointer(t, s).WriteID, "00000000-0000-7000-8000-000000000000", []byte(`{"format":1}`))
+	staleIntent(t, s, readPointer(t, s).WriteID)
 }
 
 // TestGroupAdversaryForgedIntents attacks the carrier's checks of the

@@ -125,16 +125,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 func TestGroupWriterProvesKeptFiles(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		d := commit.New(s)
-		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
-		require.NoError(t, err)
-		w := partition(t, d, "p/", map[string]string{"f": "p"})
-		_, err = w.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
-		snap, err := d.Open(ctx)
-		require.NoError(t, err)
-		gone, ok := snap.Manifest.Find("p/f")
-		require.True(t, ok)
+		d, gone := keptSetup(t, s)
 		require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
 		before := readPointer(t, s)
 
