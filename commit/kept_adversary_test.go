@@ -14,6 +14,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -49,6 +50,18 @@ func keptSetup(t *testing.T, s store.Store) (*commit.Dataset, generation.Entry) 
 	e, ok := snap.Manifest.Find("p/f")
 	require.True(t, ok)
 	return d, e
+}
+
+// damagedRound gives s the commits of keptSetup, deletes the object of
+// "p/f" out of band (the head names a missing object), and leaves a round
+// waiting on the head (a stale intent). It returns the head.
+func damagedRound(t *testing.T, s store.Store) *pointer.Pointer {
+	t.Helper()
+	_, gone := keptSetup(t, s)
+	require.NoError(t, s.Delete(context.Background(), gone.Key, store.DeleteOptions{}))
+	head := readPointer(t, s)
+	staleIntent(t, s, head.WriteID)
+	return head
 }
 
 // collectNow runs the collector keeping only the current generation, with
@@ -197,10 +210,7 @@ func TestKeptAdvLostRoundOnDamagedHead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
-			_, gone := keptSetup(t, s)
-			require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
-			before := readPointer(t, s)
-			staleIntent(t, s, before.WriteID)
+			before := damagedRound(t, s)
 			fs := faultstore.New(s)
 			tx := partition(t, commit.New(fs), "q/", map[string]string{"f": "q"})
 			rewrote := false
@@ -256,10 +266,7 @@ func TestKeptAdvHonestRewriteDuringRound(t *testing.T) {
 func TestKeptAdvLeaderDamagedCarries(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	_, gone := keptSetup(t, s)
-	require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))
-	before := readPointer(t, s)
-	staleIntent(t, s, before.WriteID)
+	before := damagedRound(t, s)
 	fl := faultstore.New(s)
 	fj := faultstore.New(s)
 	leader := partition(t, commit.New(fl), "a/", map[string]string{"f": "a"})
