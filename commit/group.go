@@ -399,27 +399,28 @@ func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*int
 }
 
 // keptFromBase returns, for a Tx that may join a group-commit round (see
-// carryFirst), which of its entries are files kept from its base as they
-// are there, untouched: a commit that carries the Tx takes those paths
-// from its head, whose references are the head's, so the Tx proves them
-// only when it writes a manifest of its own on its base. It returns nil
-// when the Tx cannot join a round.
+// carryFirst), which of its entries are files kept from its base
+// untouched: a commit that carries the Tx takes those paths from its head,
+// whose references are the head's, so the Tx proves them only when it
+// writes a manifest of its own on its base. (Such a Tx keeps files only by
+// KeepAll: every other entry it has was set by Put, PutFile or Remove, and
+// so touched.) It returns nil when the Tx cannot join a round.
 func (tx *Tx) keptFromBase() func(generation.Entry) bool {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	bm := tx.baseManifest
-	if tx.rebase == nil || tx.rebase.NoGroup || tx.readBase || tx.refSeq != 0 || bm == nil || tx.base == nil || tx.base.WriteID == "" {
+	if !tx.joinable() {
 		return nil
 	}
 	touched := maps.Clone(tx.touched)
-	base := make(map[string]generation.Entry, len(bm.Entries))
-	for _, e := range bm.Entries {
-		base[e.Path] = e
-	}
-	return func(e generation.Entry) bool {
-		b, ok := base[e.Path]
-		return ok && !touched[e.Path] && sameEntry(b, e)
-	}
+	return func(e generation.Entry) bool { return !touched[e.Path] }
+}
+
+// joinable reports whether the Tx may join a group-commit round: it
+// rebases, with group commit, and its base is one a round can be bound to.
+// The caller holds tx.mu.
+func (tx *Tx) joinable() bool {
+	return tx.rebase != nil && !tx.rebase.NoGroup && !tx.readBase && tx.refSeq == 0 &&
+		tx.baseManifest != nil && tx.base != nil && tx.base.WriteID != ""
 }
 
 // proveKept proves the files kept from the base whose proof keptFromBase
@@ -449,9 +450,9 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
-	ok := tx.rebase != nil && !tx.rebase.NoGroup && !tx.readBase && tx.refSeq == 0
+	ok := tx.joinable()
 	tx.mu.Unlock()
-	if !ok || bm == nil || tx.base == nil || tx.base.WriteID == "" {
+	if !ok {
 		return group{}, nil, nil, nil
 	}
 	h := &head{ptr: tx.base, attrs: store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt},
