@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/internal/strictjson"
@@ -38,8 +40,14 @@ const (
 	// round reads the pointer before it carries the round itself.
 	followerPolls = 4
 	// intentReads is how many intents a carrier reads at once.
-	intentReads = 8
+	intentReads = 64
 )
+
+// IntentClose begins the name of the marker that closes a round:
+// _intent/<head>/~<write id> announces the write id of the compare-and-swap
+// with which the round's carrier replaces head. It sorts after every
+// intent id.
+const IntentClose = "~"
 
 // intent is what a rebasing writer publishes for one round: every path it
 // read with the entry the head has there (Base, nil if none) and its own
@@ -304,12 +312,20 @@ func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
 	})
 }
 
-// listIntents returns the keys of the intents on the head, sorted.
-func (tx *Tx) listIntents(ctx context.Context, h *head) ([]string, error) {
-	var keys []string
-	for o, err := range store.List(ctx, tx.d.s, IntentDir+h.ptr.WriteID+"/", "", "") {
+// listIntents returns the keys of the intents bound to the pointer value
+// with write id head, sorted, and the write id its carrier announced when
+// it closed the round ("" while the round is open).
+func (tx *Tx) listIntents(ctx context.Context, head string) (keys []string, next string, err error) {
+	dir := IntentDir + head + "/"
+	for o, err := range store.List(ctx, tx.d.s, dir, "", "") {
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		if id, ok := strings.CutPrefix(strings.TrimPrefix(o.Key, dir), IntentClose); ok {
+			if uuid.Validate(id) == nil && (next == "" || id < next) {
+				next = id
+			}
+			continue
 		}
 		keys = append(keys, o.Key)
 		if len(keys) > 4*maxCarried {
@@ -317,15 +333,35 @@ func (tx *Tx) listIntents(ctx context.Context, h *head) ([]string, error) {
 		}
 	}
 	slices.Sort(keys)
-	return keys, nil
+	return keys, next, nil
+}
+
+// closeRound closes the round on h, which this Tx carries: it announces
+// the write id of its compare-and-swap on h, and returns it. A writer that
+// lists the round from now on binds its intent to that value instead
+// (roundAhead). The id is this Tx's to use once, whether or not the
+// marker was written.
+func (tx *Tx) closeRound(ctx context.Context, h *head) string {
+	id := pointer.NewWriteID()
+	key := IntentDir + h.ptr.WriteID + "/" + IntentClose + id
+	tx.mu.Lock()
+	tx.staged = append(tx.staged, key)
+	tx.intents = append(tx.intents, key)
+	tx.mu.Unlock()
+	if _, err := tx.d.s.Put(ctx, key, bytes.NewReader(nil), store.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
+		tx.d.log.Debug("round not closed; later writers may miss it", "key", key, "error", err)
+	}
+	return id
 }
 
 // group is what a round decided to send: the entries, the writers carried
-// and the fences they raise.
+// and the fences they raise, and the write id its carrier announced for
+// its first compare-and-swap ("" for a fresh one).
 type group struct {
 	entries []generation.Entry
 	carried []generation.Carried
 	fences  []fenceToken
+	writeID string
 }
 
 // carry adds to this Tx's rebased entries every intent that applies on the
@@ -447,13 +483,13 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 // joins the round. It returns what round returns, and what the Tx read;
 // a nil rebaseState means it does not take part, and the commit goes on
 // alone. It costs one LIST; a round, when it joins one, its requests.
-func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
+func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *head, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
 	ok := tx.joinable()
 	tx.mu.Unlock()
 	if !ok {
-		return group{}, nil, nil, nil
+		return group{}, nil, nil, nil, nil
 	}
 	h := &head{ptr: tx.base, attrs: store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt},
 		entries: make(map[string]generation.Entry, len(bm.Entries)), keys: make(map[string]bool, len(bm.Entries))}
@@ -461,89 +497,199 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 		h.entries[e.Path] = e
 		h.keys[e.Key] = true
 	}
-	keys, err := tx.listIntents(ctx, h)
-	as := join
+	keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
+	lead := false
 	switch {
 	case err != nil:
-		return group{}, nil, nil, nil
-	case len(keys) == 0 && !tx.d.contended.Load():
-		return group{}, nil, nil, nil
-	case len(keys) == 0:
-		as = lead
+		return group{}, nil, nil, nil, nil
+	case len(keys) == 0 && next == "" && !tx.d.contended.Load():
+		return group{}, nil, nil, nil, nil
+	case len(keys) == 0 && next == "":
+		lead = true
 	}
 	rs, err := tx.prepareRebase(ctx, entries)
 	if err != nil || !tx.groupable(rs, h) {
-		return group{}, nil, nil, nil
+		return group{}, nil, nil, nil, nil
 	}
 	if err := tx.guard(ctx, tx.base, opts.Fence, opts.FenceLease); err != nil {
-		return group{}, nil, nil, nil // the commit refuses it on its own
+		return group{}, nil, nil, nil, nil // the commit refuses it on its own
 	}
-	g, mv, err := tx.round(ctx, rs, h, entries, opts, as)
-	return g, mv, rs, err
+	g, on, mv, err := tx.round(ctx, rs, h, entries, opts, &listing{keys, next}, lead)
+	return g, on, mv, rs, err
 }
 
-// How a writer takes part in a round.
-type role int
+// listing is what a LIST of a round's intents showed.
+type listing struct {
+	keys []string
+	next string
+}
 
-const (
-	// probe: list the round's intents after publishing, and lead it if
-	// this writer's intent is the first.
-	probe role = iota
-	// join: follow a round whose intents were listed before publishing.
-	join
-	// lead: lead a round without listing first (the dataset saw
-	// contention recently, none waits yet).
-	lead
-)
-
-// round is one group-commit round on a head: publish the intent, and
-// either wait for the writer that published first to carry it, or, being
-// that writer, wait for the others of the round and carry them. It returns
-// the group to send, or, when the pointer moved while it waited, the
-// pointer read (the intent is then settled: carried or dead).
-func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, as role) (group, *moved, error) {
+// round is one group-commit round on a head. Listed, when not nil, is the
+// round's listing as the caller read it; round lists it otherwise. A
+// closed round (its carrier announced its write id) is joined ahead, on
+// the value it will write (roundAhead). Otherwise the Tx publishes its
+// intent on h and either waits for the writer that published first to
+// carry it, or, being that writer (or leading, when lead says so), waits
+// for the others of the round, closes it and carries them. It returns the
+// group to send and the head it is built on, or, when the pointer moved
+// while it waited, the pointer read (the intent is then settled: carried
+// or dead).
+func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, listed *listing, lead bool) (group, *head, *moved, error) {
 	t0 := time.Now()
-	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
-	tx.mu.Lock()
-	tx.intentHead = h.ptr
-	tx.mu.Unlock()
-	var keys []string
-	first := as == lead
-	if as == probe {
-		var err error
-		if keys, err = tx.listIntents(ctx, h); err != nil {
-			return group{entries: own}, nil, nil // carry nobody
+	if listed == nil {
+		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
+		if err != nil {
+			return group{entries: own}, h, nil, nil // carry nobody
 		}
-		first = len(keys) == 0 || keys[0] == key
+		listed = &listing{keys, next}
+	}
+	if listed.next != "" {
+		return tx.roundAhead(ctx, rs, h, listed.next, opts, t0)
+	}
+	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
+	tx.bindIntent(h.ptr, nil)
+	keys, first := listed.keys, lead
+	if !lead && len(keys) == 0 {
+		// Nobody waited: whoever published first leads.
+		again, _, err := tx.listIntents(ctx, h.ptr.WriteID)
+		if err != nil {
+			return group{entries: own}, h, nil, nil // carry nobody
+		}
+		keys, first = again, len(again) == 0 || again[0] == key
 	}
 	// The others of the round publish and list about as fast as this
 	// writer did.
 	rtt := max(time.Since(t0), time.Millisecond)
 	if first {
 		if err := ctxtime.Sleep(ctx, rtt); err != nil {
-			return group{}, nil, err
+			return group{}, nil, nil, err
 		}
-	} else {
-		// The first writer carries the round: wait for the pointer to
-		// move, and carry the round only if it does not.
-		wait := rtt
-		for range followerPolls {
-			if err := ctxtime.Sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
-				return group{}, nil, err
-			}
-			wait *= 2
-			p, attrs, err := pointer.Read(ctx, tx.d.s)
-			if err != nil || p.WriteID == h.ptr.WriteID {
-				continue
-			}
-			mv, err := tx.settleMoved(ctx, p, attrs)
-			return group{}, mv, err
-		}
+		return tx.closeAndCarry(ctx, rs, h, own, opts, keys), h, nil, nil
 	}
-	if again, err := tx.listIntents(ctx, h); err == nil {
+	// The first writer carries the round: wait for the pointer to move,
+	// and carry the round only if it does not.
+	wait := rtt
+	for range followerPolls {
+		if err := ctxtime.Sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+			return group{}, nil, nil, err
+		}
+		wait *= 2
+		p, attrs, err := pointer.Read(ctx, tx.d.s)
+		if err != nil || p.WriteID == h.ptr.WriteID {
+			continue
+		}
+		mv, err := tx.settleMoved(ctx, p, attrs)
+		return group{}, nil, mv, err
+	}
+	return tx.closeAndCarry(ctx, rs, h, own, opts, keys), h, nil, nil
+}
+
+// closeAndCarry closes the round on h and carries every intent listed
+// then (or, if that LIST fails, those listed before). The group's
+// compare-and-swap on h is to use the write id announced.
+func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string) group {
+	id := tx.closeRound(ctx, h)
+	if again, _, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
 		keys = again
 	}
-	return tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts), nil, nil
+	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts)
+	g.writeID = id
+	return g
+}
+
+// roundAhead joins the round after the closed one on h: the Tx binds its
+// intent to next, the value h's carrier announced it will write, before
+// that value exists. Its reads take the entries h has; a carrier on next
+// checks them against next, as it checks every intent against its head.
+// The writer that published first on next leads its round: it waits for
+// next to replace h, rebases on it, closes its round and carries it. The
+// others wait for the pointer to move past next, and carry the round
+// themselves only if it does not. When the pointer moves anywhere else,
+// the intent is settled (it is dead: next can no longer be written); when
+// h stays for long (its carrier may have died), the writer withdraws the
+// intent by rewriting h, after which next can never be written either.
+func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next string, opts CommitOptions, t0 time.Time) (group, *head, *moved, error) {
+	bound := &pointer.Pointer{WriteID: next, Seq: h.ptr.Seq + 1}
+	in := tx.intentFor(rs, h, opts)
+	in.Head, in.Seq = next, bound.Seq+1
+	key := tx.publishIntent(ctx, in)
+	tx.bindIntent(bound, h.ptr)
+	keys, _, err := tx.listIntents(ctx, next)
+	first := err == nil && (len(keys) == 0 || keys[0] == key)
+	rtt := max(time.Since(t0), time.Millisecond)
+	wait, seen := rtt, 0
+	for waited := time.Duration(0); ; {
+		d := wait/2 + rand.N(wait/2+1)
+		if first {
+			d = rtt / 2
+		}
+		if err := ctxtime.Sleep(ctx, d); err != nil {
+			return group{}, nil, nil, err
+		}
+		waited += d
+		wait = min(2*wait, 8*rtt)
+		p, attrs, err := pointer.Read(ctx, tx.d.s)
+		switch {
+		case err != nil:
+			if waited > aheadPatience*rtt {
+				return group{}, nil, nil, fmt.Errorf("group commit: read the pointer: %w", err)
+			}
+		case p.WriteID == h.ptr.WriteID:
+			if waited > aheadPatience*rtt {
+				mv, err := tx.withdrawAhead(ctx)
+				return group{}, nil, mv, err
+			}
+		case p.WriteID == next:
+			tx.bindIntent(p, nil)
+			if seen++; first || seen > followerPolls {
+				return tx.leadAhead(ctx, rs, p, attrs, opts)
+			}
+		default:
+			mv, err := tx.settleMoved(ctx, p, attrs)
+			return group{}, nil, mv, err
+		}
+	}
+}
+
+// aheadPatience bounds, in multiples of the time it took to publish and
+// list, how long a writer bound ahead waits for the announced value to
+// replace its head: longer than the followers of that head's round wait
+// before they carry it themselves.
+const aheadPatience = 32
+
+// leadAhead carries the round on p, the value this Tx's intent is bound
+// to, which it bound ahead: it rebases on p, then closes and carries the
+// round. An error ends the commit; its intent is then live on p.
+func (tx *Tx) leadAhead(ctx context.Context, rs *rebaseState, p *pointer.Pointer, attrs store.Attrs, opts CommitOptions) (group, *head, *moved, error) {
+	h, own, err := tx.rebaseHead(ctx, rs, p, attrs, &ConflictError{Winner: p.Generation, Seq: p.Seq})
+	if err != nil {
+		return group{}, nil, nil, err
+	}
+	if !tx.groupable(rs, h) {
+		return group{entries: own}, h, nil, nil
+	}
+	if err := tx.guard(ctx, p, opts.Fence, opts.FenceLease); err != nil {
+		return group{}, nil, nil, err
+	}
+	return tx.closeAndCarry(ctx, rs, h, own, opts, nil), h, nil, nil
+}
+
+// withdrawAhead withdraws an intent bound ahead whose announced value did
+// not come, and returns the pointer value that carried it (it may have,
+// meanwhile) or the pointer to go on from.
+func (tx *Tx) withdrawAhead(ctx context.Context) (*moved, error) {
+	landed, err := tx.settle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if landed != nil {
+		return &moved{landed: landed}, nil
+	}
+	p, attrs, err := pointer.Read(ctx, tx.d.s)
+	if err != nil {
+		return nil, fmt.Errorf("group commit: read the pointer: %w", err)
+	}
+	return &moved{got: p, attrs: attrs}, nil
 }
 
 // moved is a pointer value read after this Tx's intent was published that
@@ -564,8 +710,10 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	tx.mu.Unlock()
 	mv := &moved{got: p, attrs: attrs}
 	if ih == nil || p.Seq <= ih.Seq {
-		// Replaced without a commit: no commit can be built on the
-		// value the intent is bound to any more.
+		// Replaced without a commit, or, for an intent bound ahead, by
+		// another value than the one announced (whose write was
+		// conditioned on the value replaced): no commit can be built on
+		// the value the intent is bound to any more.
 		tx.clearIntent()
 		return mv, nil
 	}
@@ -623,8 +771,14 @@ func (tx *Tx) appliedIn(m *generation.Manifest) error {
 }
 
 func (tx *Tx) clearIntent() {
+	tx.bindIntent(nil, nil)
+}
+
+// bindIntent records the pointer value the live intent is bound to, and,
+// for one bound ahead to a value not yet seen, the value it is to replace.
+func (tx *Tx) bindIntent(to, after *pointer.Pointer) {
 	tx.mu.Lock()
-	tx.intentHead = nil
+	tx.intentHead, tx.intentAfter = to, after
 	tx.mu.Unlock()
 }
 
@@ -686,7 +840,7 @@ func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64
 // proven.
 func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 	tx.mu.Lock()
-	ih := tx.intentHead
+	ih, after := tx.intentHead, tx.intentAfter
 	tx.mu.Unlock()
 	if ih == nil {
 		return nil, nil
@@ -704,7 +858,9 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the pointer: %w (last withdrawal: %v)", err, werr)
 		}
-		if p.WriteID != ih.WriteID {
+		// An intent bound ahead is withdrawn by rewriting the value the
+		// announced one was to replace: that write was conditioned on it.
+		if p.WriteID != ih.WriteID && (after == nil || p.WriteID != after.WriteID) {
 			mv, err := tx.settleMoved(rctx, p, attrs)
 			if err != nil {
 				return nil, err

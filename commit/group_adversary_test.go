@@ -391,15 +391,15 @@ func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
 
 // groupHeld sets up a round on a mem store: O (through fsO, with opts)
 // loses its first compare-and-swap to "theirs/", rebases on V and
-// publishes its intent there; its second compare-and-swap is held while
-// then runs (typically another process's writer that carries O).
+// publishes its intent there; the write that closes its round is held
+// while then runs (typically another process's writer that carries O).
 func groupHeld(t *testing.T, s store.Store, fsO *faultstore.Store, direct *commit.Dataset, then func()) {
 	t.Helper()
 	loseFirstCAS(t, fsO, direct, func() {
-		fsO.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		holdClose(t, fsO, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "O's intent waits on the head")
 			then()
-		}})
+		})
 	})
 }
 
@@ -488,7 +488,7 @@ func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
 // intent write whose outcome is not known is taken as written. O's intent
 // PUT lands but its response is lost ("landed"), or it fails without being
 // sent ("not sent"); then C, of another process, commits on V while O's
-// compare-and-swap is held. Landed: C carries O, and O, whose own write
+// round's close is held. Landed: C carries O, and O, whose own write
 // then fails, must settle as carried (were the intent taken as not
 // written, O would settle as lost and delete objects C's commit
 // references: I1, I2). Not sent: C cannot carry O, and O commits on its
@@ -511,13 +511,13 @@ func TestGroupAdversaryIntentPutOutcome(t *testing.T) {
 			var pC *pointer.Pointer
 			var errC error
 			loseFirstCAS(t, fsO, direct, func() {
-				fsO.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				holdClose(t, fsO, s, func() {
 					txC = partition(t, dC, "c/", map[string]string{"f": "c"})
 					if mode.mode == faultstore.Before {
 						joinRound(t, s) // a round to join, though O's intent is not there
 					}
 					pC, errC = txC.Commit(ctx, commit.CommitOptions{})
-				}})
+				})
 			})
 			pO, errO := txO.Commit(ctx, commit.CommitOptions{})
 			require.NoError(t, errC)
@@ -894,6 +894,9 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 	var errC error
 	groupHeld(t, s, fsO, direct, func() {
 		txC = partition(t, dC, "c/", map[string]string{"f": "c"})
+		// C's intent is never written: O's round, which O closes after C
+		// selected O, has nobody to carry.
+		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.Before, Times: 1})
 		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 			close(selected)
 			<-releaseC

@@ -17,7 +17,7 @@ import (
 
 // groupRace sets up a group-commit round on every driver: the Tx
 // "mine/" loses its first compare-and-swap to "theirs/", rebases, and
-// publishes its intent; its second compare-and-swap is held while third,
+// publishes its intent; the write that closes its round is held while third,
 // a fresh writer of another process (another Dataset) begun on the new
 // head, commits. It returns the Tx's outcome and third's.
 func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, tx3 *commit.Tx, p3 *pointer.Pointer, err error) {
@@ -33,16 +33,24 @@ func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third fun
 		w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
 		_, err := w.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		holdClose(t, fs, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
 			tx3 = third(other)
 			var err error
 			p3, err = tx3.Commit(ctx, commit.CommitOptions{Message: "third"})
 			require.NoError(t, err)
-		}})
+		})
 	}})
 	p, err = tx.Commit(ctx, opts)
 	return tx, p, tx3, p3, err
+}
+
+// holdClose holds, while then runs, the write with which the writer
+// through fs closes its round on the current pointer value: its intent is
+// published there, and the round is open to others.
+func holdClose(t *testing.T, fs *faultstore.Store, s store.Store, then func()) {
+	t.Helper()
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + readPointer(t, s).WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: then})
 }
 
 // TestGroupCarried: a fresh writer that finds an intent waiting on its

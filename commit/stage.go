@@ -71,15 +71,18 @@ type Tx struct {
 	lastSent *pointer.Pointer // the last pointer value Commit sent
 	// intents are the keys of the intents this Tx published (group
 	// commit); intentHead is the pointer value its live intent is bound
-	// to, nil once it is proven dead or carried. sending counts the
+	// to, nil once it is proven dead or carried; intentAfter, for an
+	// intent bound ahead to a value announced and not yet seen, is the
+	// value that one is to replace (see roundAhead). sending counts the
 	// writers the pointer write being sent carries; carriedBy is the
 	// generation that carried this Tx, and landedBy its pointer value.
-	intents    []string
-	intentHead *pointer.Pointer
-	reads      *rebaseState // what the Tx read, once a rebase or a round needed it
-	sending    int
-	carriedBy  string
-	landedBy   *pointer.Pointer
+	intents     []string
+	intentHead  *pointer.Pointer
+	intentAfter *pointer.Pointer
+	reads       *rebaseState // what the Tx read, once a rebase or a round needed it
+	sending     int
+	carriedBy   string
+	landedBy    *pointer.Pointer
 	// settledOn is the manifest, checked against its pointer value's
 	// manifest_sha256, that settled a dead intent when it is the head's:
 	// the rebase that follows builds on it without reading it again.

@@ -363,8 +363,9 @@ func (r *runner) drop(ctx context.Context, keys []string, what string, n *int) e
 // dropIntents deletes the group-commit intents that no commit can carry
 // any more: each is bound to one pointer value, and only those bound to
 // the newest value the run saw can still be carried. (One bound to a
-// value written since is deleted too; that costs its writer a carry, not
-// a commit: it commits on its own.) Its writer needs it no more once the
+// value written since, or bound ahead to a value announced and not yet
+// written, is deleted too, as are the markers that close rounds; that
+// costs its writer a carry, not a commit: it rounds again.) Its writer needs it no more once the
 // value is gone, and a crashed writer leaves its intents behind. It costs
 // one LIST page per 1,000 intents, and the deletes.
 func (r *runner) dropIntents(ctx context.Context) error {

@@ -1,0 +1,221 @@
+package commit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// closedRound sets up a closed round: C (through fsC) loses its first
+// compare-and-swap to "theirs/", rebases on V, leads the round there and
+// closes it, announcing W, the write id of its compare-and-swap on V.
+// That compare-and-swap is held while then runs with V and W.
+func closedRound(t *testing.T, s store.Store, fsC *faultstore.Store, direct *commit.Dataset, then func(v *pointer.Pointer, w string)) {
+	t.Helper()
+	loseFirstCAS(t, fsC, direct, func() {
+		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			v := readPointer(t, s)
+			var w string
+			for _, k := range keysUnder(t, s, commit.IntentDir+v.WriteID+"/") {
+				if id, ok := strings.CutPrefix(k, commit.IntentDir+v.WriteID+"/"+commit.IntentClose); ok {
+					w = id
+				}
+			}
+			require.NotEmpty(t, w, "C closed its round on V")
+			then(v, w)
+		}})
+	})
+}
+
+// intentsOn returns the intents bound to the pointer value with write id
+// head, markers left out.
+func intentsOn(t *testing.T, s store.Store, head string) []string {
+	t.Helper()
+	var out []string
+	for _, k := range keysUnder(t, s, commit.IntentDir+head+"/") {
+		if !strings.HasPrefix(k, commit.IntentDir+head+"/"+commit.IntentClose) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// awaitIntents waits until n intents are bound to the value with write
+// id head.
+func awaitIntents(t *testing.T, s store.Store, head string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for len(intentsOn(t, s, head)) < n {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %d intents on %s", n, head)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupAheadCarried: writers that find a round closed (its carrier's
+// compare-and-swap on V announced and in flight) bind their intents to the
+// value announced, W, before it exists; once W lands, the first of them
+// carries the others in the commit after it. C's own write lands with
+// the write id it announced.
+func TestGroupAheadCarried(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fsC := faultstore.New(s)
+		dC, direct := commit.New(fsC), commit.New(s)
+		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+		var txs [2]*commit.Tx
+		var ps [2]*pointer.Pointer
+		var errs [2]error
+		done := make(chan struct{})
+		var announced string
+		closedRound(t, s, fsC, direct, func(v *pointer.Pointer, w string) {
+			announced = w
+			for i, prefix := range []string{"x/", "y/"} {
+				txs[i] = partition(t, commit.New(s), prefix, map[string]string{"f": prefix})
+			}
+			go func() {
+				defer close(done)
+				finished := make(chan int)
+				for i := range txs {
+					go func() {
+						ps[i], errs[i] = txs[i].Commit(ctx, commit.CommitOptions{})
+						finished <- i
+					}()
+				}
+				<-finished
+				<-finished
+			}()
+			awaitIntents(t, s, w, 2)
+			assert.Empty(t, intentsOn(t, s, v.WriteID)[1:], "nobody joined the closed round but C")
+		})
+		pC, err := txC.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, announced, pC.WriteID, "C's write carries the id it announced")
+		waitFor(t, done, "the writers bound ahead")
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		assert.Equal(t, pC.Seq+1, ps[0].Seq)
+		assert.Equal(t, ps[0].Generation, ps[1].Generation, "one commit holds both")
+		assert.Equal(t, pC.Generation, ps[0].Parent)
+		assert.Len(t, readManifest(t, s, ps[0].Generation).Carried, 1)
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x/", "y/f": "y/"}, contents(t, direct))
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent or marker left behind")
+	})
+}
+
+// TestGroupAnnouncedWriteIDOnce: the write id a carrier announced names
+// its first compare-and-swap, on the value its round is bound to, and no
+// other write. C's first write fails on V rewritten (a fence
+// registration): C sends again on the new value, with a fresh id. Were
+// the announced id sent again, the value announced would exist after
+// all, built on another value, after the writers bound to it saw that
+// value and settled their intents as dead.
+func TestGroupAnnouncedWriteIDOnce(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fsC := faultstore.New(s)
+	dC, direct := commit.New(fsC), commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	var announced string
+	closedRound(t, s, fsC, direct, func(_ *pointer.Pointer, w string) {
+		announced = w
+		require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/other", 1))
+	})
+	pC, err := txC.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, announced, pC.WriteID)
+	assert.NotEqual(t, announced, readPointer(t, s).WriteID)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c"}, contents(t, direct))
+}
+
+// TestGroupAheadWithdrawn: a writer whose intent is bound ahead to W, the
+// value C announced, is cancelled while C's compare-and-swap on V is in
+// flight. It must withdraw the intent by rewriting V, on which C's write
+// is conditioned, before it deletes anything: then W is never written and
+// nothing can carry the intent, even though its deletes fail and the
+// intent stays. Were it taken as dead while V is current, C's write would
+// land as W, and the next writer, finding the intent on W, would carry a
+// change whose writer was told it failed (I2).
+func TestGroupAheadWithdrawn(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fsC, fsX := faultstore.New(s), faultstore.New(s)
+	dC, dX, direct := commit.New(fsC), commit.New(fsX), commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	fsX.Add(faultstore.Rule{Op: store.OpDeleteMany, Mode: faultstore.Before})
+	fsX.Add(faultstore.Rule{Op: store.OpDelete, Mode: faultstore.Before})
+	var txX *commit.Tx
+	var errX error
+	closedRound(t, s, fsC, direct, func(v *pointer.Pointer, w string) {
+		txX = partition(t, dX, "x/", map[string]string{"f": "x"})
+		xctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, errX = txX.Commit(xctx, commit.CommitOptions{})
+		}()
+		awaitIntents(t, s, w, 1)
+		cancel()
+		waitFor(t, done, "the cancelled writer")
+		assert.Equal(t, v.Seq, readPointer(t, s).Seq)
+		assert.NotEqual(t, v.WriteID, readPointer(t, s).WriteID, "V rewritten")
+	})
+	_, err = txC.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.ErrorIs(t, errX, context.Canceled)
+	require.NotErrorIs(t, errX, commit.ErrCommitUnknown)
+	// A fresh writer on the head carries whatever waits there.
+	_, err = partition(t, commit.New(s), "y/", map[string]string{"f": "y"}).Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, applications(chainOf(t, direct), txX.Generation()), "X never applied")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "y/f": "y"}, contents(t, direct))
+}
+
+// TestGroupAheadCarrierPaused: the carrier of a closed round is paused
+// before its compare-and-swap and does not come back. A writer bound
+// ahead to the value it announced waits a bounded time, then withdraws
+// its intent (rewriting V) and commits on its own; C, back, rebases and
+// commits after it.
+func TestGroupAheadCarrierPaused(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fsC := faultstore.New(s)
+	dC, direct := commit.New(fsC), commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	var pX *pointer.Pointer
+	closedRound(t, s, fsC, direct, func(v *pointer.Pointer, w string) {
+		txX := partition(t, commit.New(s), "x/", map[string]string{"f": "x"})
+		done := make(chan struct{})
+		var errX error
+		go func() {
+			defer close(done)
+			pX, errX = txX.Commit(ctx, commit.CommitOptions{})
+		}()
+		if waitFor(t, done, "the writer bound ahead") {
+			require.NoError(t, errX)
+			assert.Equal(t, v.Seq+1, pX.Seq, "X committed on its own after the withdrawal")
+		}
+	})
+	pC, err := txC.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, pX)
+	assert.Equal(t, pX.Seq+1, pC.Seq, "C rebased on X")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x"}, contents(t, direct))
+}
