@@ -634,7 +634,11 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 			if waited > aheadPatience*rtt {
 				return group{}, nil, nil, fmt.Errorf("group commit: read the pointer: %w", err)
 			}
-		case p.WriteID == h.ptr.WriteID:
+		case p.Seq == h.ptr.Seq:
+			// next has not replaced the value at h's seq. Its write is
+			// conditioned on one such value: h, as the marker's place
+			// says, but a marker can be forged, and h may have been
+			// rewritten since. While one is there, next may come.
 			if waited > aheadPatience*rtt {
 				mv, err := tx.withdrawAhead(ctx)
 				return group{}, nil, mv, err
@@ -858,9 +862,11 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the pointer: %w (last withdrawal: %v)", err, werr)
 		}
-		// An intent bound ahead is withdrawn by rewriting the value the
-		// announced one was to replace: that write was conditioned on it.
-		if p.WriteID != ih.WriteID && (after == nil || p.WriteID != after.WriteID) {
+		// An intent bound ahead is withdrawn by rewriting the value at
+		// the seq of the one the announced value was to replace: its
+		// write was conditioned on a value at that seq, this one or one
+		// gone before it.
+		if p.WriteID != ih.WriteID && (after == nil || p.Seq != after.Seq) {
 			mv, err := tx.settleMoved(rctx, p, attrs)
 			if err != nil {
 				return nil, err

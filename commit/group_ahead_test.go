@@ -1,8 +1,13 @@
 package commit_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,4 +223,122 @@ func TestGroupAheadCarrierPaused(t *testing.T) {
 	require.NotNil(t, pX)
 	assert.Equal(t, pX.Seq+1, pC.Seq, "C rebased on X")
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x"}, contents(t, direct))
+}
+
+// sniffPointer calls hook with the write id of the next pointer write
+// through it, before that write is sent.
+type sniffPointer struct {
+	store.Store
+	mu   sync.Mutex
+	hook func(writeID string)
+}
+
+func (s *sniffPointer) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.mu.Lock()
+	hook := s.hook
+	if key == pointer.Key {
+		s.hook = nil
+	}
+	s.mu.Unlock()
+	if key != pointer.Key || hook == nil {
+		return s.Store.Put(ctx, key, body, opts)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return store.Attrs{}, err
+	}
+	var p struct {
+		WriteID string `json:"write_id"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return store.Attrs{}, err
+	}
+	hook(p.WriteID)
+	return s.Store.Put(ctx, key, bytes.NewReader(b), opts)
+}
+
+// pointerReads signals read each time the pointer is read through it,
+// once armed.
+type pointerReads struct {
+	store.Store
+	mu   sync.Mutex
+	read chan struct{}
+}
+
+func (r *pointerReads) arm() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.read = make(chan struct{})
+	return r.read
+}
+
+func (r *pointerReads) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	rc, attrs, err := r.Store.Get(ctx, key)
+	r.mu.Lock()
+	if key == pointer.Key && r.read != nil {
+		close(r.read)
+		r.read = nil
+	}
+	r.mu.Unlock()
+	return rc, attrs, err
+}
+
+// TestGroupAheadForgedMarker (found by an adversary review): X begins on
+// U, which a fence registration then rewrites into V (same seq). C carries
+// the round on V, announcing W, but its marker is lost; a marker forged
+// under U names W. X binds ahead to W from U, and then finds V, before W
+// lands. W is
+// conditioned on V, not U, so X's intent is not dead: X must keep waiting
+// (and withdraw by rewriting the value at that seq), not take it for dead
+// and round again. Taken for dead, the intent stayed, W landed, a fresh
+// writer on W carried it, and X, reporting a lost race, deleted objects
+// that commit references (I1, I2).
+func TestGroupAheadForgedMarker(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	fsC, fsX := faultstore.New(s), faultstore.New(s)
+	sniff, reads := &sniffPointer{Store: fsC}, &pointerReads{Store: fsX}
+	dC, dX, direct := commit.New(sniff), commit.New(reads), commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	var txX *commit.Tx
+	var errX error
+	doneX, releaseX := make(chan struct{}), make(chan struct{})
+	loseFirstCAS(t, fsC, direct, func() {
+		u := readPointer(t, s)
+		txX = partition(t, dX, "x/", map[string]string{"f": "x"})
+		require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/other", 1))
+		v := readPointer(t, s)
+		// An intent of X's on V (it rounds there once it takes its
+		// intent for dead) waits until the end.
+		fsX.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() { <-releaseX }})
+		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.Before})
+		sniff.mu.Lock()
+		sniff.hook = func(w string) {
+			// C's compare-and-swap on V, as W, is about to be sent.
+			_, err := s.Put(ctx, commit.IntentDir+u.WriteID+"/"+commit.IntentClose+w, strings.NewReader(""), store.PutOptions{IfNoneMatch: true})
+			require.NoError(t, err)
+			go func() {
+				defer close(doneX)
+				_, errX = txX.Commit(ctx, commit.CommitOptions{})
+			}()
+			awaitIntents(t, s, w, 1)
+			waitFor(t, reads.arm(), "X reading the pointer, V, after it bound ahead")
+		}
+		sniff.mu.Unlock()
+	})
+	_, err = txC.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	// A fresh writer on the head carries whatever waits there.
+	_, err = partition(t, commit.New(s), "z/", map[string]string{"f": "z"}).Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	close(releaseX)
+	waitFor(t, doneX, "X")
+	if errX == nil || errors.Is(errX, commit.ErrCommitUnknown) {
+		assert.LessOrEqual(t, len(applications(chainOf(t, direct), txX.Generation())), 1)
+	} else {
+		assert.Empty(t, applications(chainOf(t, direct), txX.Generation()), "X failed (%v): never applied", errX)
+	}
+	checkComplete(t, direct) // I1
 }
