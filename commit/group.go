@@ -627,7 +627,15 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 			return group{}, nil, nil, err
 		}
 		waited += d
-		wait = min(2*wait, 8*rtt)
+		if seen == 0 {
+			wait = min(2*wait, 4*rtt)
+		} else {
+			// The round on next is under way, and lands within a few
+			// requests: read the pointer at the pace this writer
+			// published and listed, so as to learn its outcome soon
+			// after.
+			wait = rtt
+		}
 		p, attrs, err := pointer.Read(ctx, tx.d.s)
 		switch {
 		case err != nil:
@@ -645,7 +653,7 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 			}
 		case p.WriteID == next:
 			tx.bindIntent(p, nil)
-			if seen++; first || seen > followerPolls {
+			if seen++; first || seen > 2*followerPolls {
 				return tx.leadAhead(ctx, rs, p, attrs, opts)
 			}
 		default:
