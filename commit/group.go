@@ -348,7 +348,7 @@ func (tx *Tx) closeRound(ctx context.Context, h *head) string {
 	tx.staged = append(tx.staged, key)
 	tx.intents = append(tx.intents, key)
 	tx.mu.Unlock()
-	if _, err := tx.d.s.Put(ctx, key, bytes.NewReader(nil), store.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
+	if _, err := tx.d.s.Put(ctx, key, bytes.NewReader(nil), store.PutOptions{IfNoneMatch: true}); err != nil {
 		tx.d.log.Debug("round not closed; later writers may miss it", "key", key, "error", err)
 	}
 	return id
