@@ -180,11 +180,11 @@ func (g *gets) count(key string) int {
 	return g.n[key]
 }
 
-// TestGroupMissedRoundReadsHeadOnce: a writer that joined a round too late
-// (the first writer had listed the round already) learns from the
-// pointer that its intent is dead, reads the manifest of the commit that
-// replaced its value to settle it, and rebases on that commit without
-// reading its manifest again; then it commits on its own.
+// TestGroupMissedRoundReadsHeadOnce: a writer that joined a round it found
+// open, but whose intent landed after the first writer's last LIST, learns
+// from the pointer that its intent is dead, reads the manifest of the
+// commit that replaced its value to settle it, and rebases on that commit
+// without reading its manifest again; then it commits on its own.
 func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
@@ -198,32 +198,33 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	txL := partition(t, l, "l/", map[string]string{"f": "l"})
 
 	var (
-		txA        *commit.Tx
-		pA         *pointer.Pointer
-		errA       error
-		aDone      = make(chan struct{})
-		aPublished = make(chan struct{})
+		txA   *commit.Tx
+		pA    *pointer.Pointer
+		errA  error
+		aDone = make(chan struct{})
 	)
 	fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 		// L loses its first compare-and-swap and leads a round alone on
-		// the new head; its pointer write is held until A has joined.
+		// the new head.
 		w := partition(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
 		_, err := w.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
 		seq := readPointer(t, s).Seq
-		fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
-			close(aPublished)
-			// A looks at the pointer only once L's commit landed.
+		aPublishing := make(chan struct{})
+		fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			close(aPublishing)
+			// A's intent lands only once L's commit did: too late.
 			require.Eventually(t, func() bool { return readPointer(t, s).Seq > seq }, 30*time.Second, time.Millisecond)
 		}})
-		fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		// L closes its round once A, which found it open, is publishing.
+		holdClose(t, fl, s, func() {
 			txA = partition(t, a, "a/", map[string]string{"f": "a"})
 			go func() {
 				defer close(aDone)
 				pA, errA = txA.Commit(ctx, commit.CommitOptions{})
 			}()
-			<-aPublished
-		}})
+			<-aPublishing
+		})
 	}})
 	pL, err := txL.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
