@@ -39,8 +39,6 @@ const (
 	// followerPolls is how often a writer that is not the first of its
 	// round reads the pointer before it carries the round itself.
 	followerPolls = 4
-	// intentReads is how many intents a carrier reads at once.
-	intentReads = 64
 )
 
 // IntentClose begins the name of the marker that closes a round:
@@ -280,7 +278,7 @@ func validEntry(gen string, e generation.Entry) bool {
 }
 
 // gather reads the intents at keys of the other writers of the round,
-// at most maxCarried, in the order they were published.
+// at most maxCarried, all at once, in the order they were published.
 func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
 	tx.mu.Lock()
 	mine := slices.Clone(tx.intents)
@@ -293,13 +291,8 @@ func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
 	}
 	out := make([]*intent, len(want))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, intentReads)
 	for i, k := range want {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = tx.d.readIntent(ctx, k, h)
-		})
+		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
 	}
 	wg.Wait()
 	seen := map[string]bool{tx.gen: true}
