@@ -21,6 +21,22 @@ import (
 	"github.com/commitptr/commitptr/store/mem"
 )
 
+// aheadSetup seeds a dataset on s and begins C, a partition writer of
+// "c/" whose requests go through fsC (wrapped by wrap, when given);
+// direct writes to s as another process.
+func aheadSetup(t *testing.T, s store.Store, wrap func(store.Store) store.Store) (fsC *faultstore.Store, direct *commit.Dataset, txC *commit.Tx) {
+	t.Helper()
+	fsC = faultstore.New(s)
+	var through store.Store = fsC
+	if wrap != nil {
+		through = wrap(fsC)
+	}
+	direct = commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	return fsC, direct, partition(t, commit.New(through), "c/", map[string]string{"f": "c"})
+}
+
 // closedRound sets up a closed round: C (through fsC) loses its first
 // compare-and-swap to "theirs/", rebases on V, leads the round there and
 // closes it, announcing W, the write id of its compare-and-swap on V.
@@ -74,11 +90,7 @@ func awaitIntents(t *testing.T, s store.Store, head string, n int) {
 func TestGroupAheadCarried(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fsC := faultstore.New(s)
-		dC, direct := commit.New(fsC), commit.New(s)
-		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-		require.NoError(t, err)
-		txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+		fsC, direct, txC := aheadSetup(t, s, nil)
 		var txs [2]*commit.Tx
 		var ps [2]*pointer.Pointer
 		var errs [2]error
@@ -129,11 +141,7 @@ func TestGroupAheadCarried(t *testing.T) {
 func TestGroupAnnouncedWriteIDOnce(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsC := faultstore.New(s)
-	dC, direct := commit.New(fsC), commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	fsC, direct, txC := aheadSetup(t, s, nil)
 	var announced string
 	closedRound(t, s, fsC, direct, func(_ *pointer.Pointer, w string) {
 		announced = w
@@ -157,11 +165,9 @@ func TestGroupAnnouncedWriteIDOnce(t *testing.T) {
 func TestGroupAheadWithdrawn(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsC, fsX := faultstore.New(s), faultstore.New(s)
-	dC, dX, direct := commit.New(fsC), commit.New(fsX), commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	fsC, direct, txC := aheadSetup(t, s, nil)
+	fsX := faultstore.New(s)
+	dX := commit.New(fsX)
 	fsX.Add(faultstore.Rule{Op: store.OpDeleteMany, Mode: faultstore.Before})
 	fsX.Add(faultstore.Rule{Op: store.OpDelete, Mode: faultstore.Before})
 	var txX *commit.Tx
@@ -180,7 +186,7 @@ func TestGroupAheadWithdrawn(t *testing.T) {
 		assert.Equal(t, v.Seq, readPointer(t, s).Seq)
 		assert.NotEqual(t, v.WriteID, readPointer(t, s).WriteID, "V rewritten")
 	})
-	_, err = txC.Commit(ctx, commit.CommitOptions{})
+	_, err := txC.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
 	require.ErrorIs(t, errX, context.Canceled)
 	require.NotErrorIs(t, errX, commit.ErrCommitUnknown)
@@ -199,11 +205,7 @@ func TestGroupAheadWithdrawn(t *testing.T) {
 func TestGroupAheadCarrierPaused(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsC := faultstore.New(s)
-	dC, direct := commit.New(fsC), commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	fsC, direct, txC := aheadSetup(t, s, nil)
 	var pX *pointer.Pointer
 	closedRound(t, s, fsC, direct, func(v *pointer.Pointer, w string) {
 		txX := partition(t, commit.New(s), "x/", map[string]string{"f": "x"})
@@ -296,12 +298,14 @@ func (r *pointerReads) Get(ctx context.Context, key string) (io.ReadCloser, stor
 func TestGroupAheadForgedMarker(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsC, fsX := faultstore.New(s), faultstore.New(s)
-	sniff, reads := &sniffPointer{Store: fsC}, &pointerReads{Store: fsX}
-	dC, dX, direct := commit.New(sniff), commit.New(reads), commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	var sniff *sniffPointer
+	fsC, direct, txC := aheadSetup(t, s, func(fs store.Store) store.Store {
+		sniff = &sniffPointer{Store: fs}
+		return sniff
+	})
+	fsX := faultstore.New(s)
+	reads := &pointerReads{Store: fsX}
+	dX := commit.New(reads)
 	var txX *commit.Tx
 	var errX error
 	doneX, releaseX := make(chan struct{}), make(chan struct{})
@@ -328,7 +332,7 @@ func TestGroupAheadForgedMarker(t *testing.T) {
 		}
 		sniff.mu.Unlock()
 	})
-	_, err = txC.Commit(ctx, commit.CommitOptions{})
+	_, err := txC.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
 	// A fresh writer on the head carries whatever waits there.
 	_, err = partition(t, commit.New(s), "z/", map[string]string{"f": "z"}).Commit(ctx, commit.CommitOptions{})
