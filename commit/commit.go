@@ -386,7 +386,7 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 				return sendPlan{}, nil, tx.abort(ctx, err)
 			}
 			var mv *moved
-			g, h, mv, err = tx.round(ctx, rs, h, own, opts, nil, false)
+			g, h, mv, err = tx.round(ctx, rs, h, own, opts, nil)
 			switch {
 			case err != nil:
 				landed, err := tx.lose(ctx, err)

@@ -36,9 +36,14 @@ const (
 	maxIntentSize = 1 << 20
 	// maxCarried bounds the writers one commit carries besides its own.
 	maxCarried = 64
-	// followerPolls is how often a writer that is not the first of its
-	// round reads the pointer before it carries the round itself.
-	followerPolls = 4
+	// followerPatience is how long, in multiples of the time it took to
+	// publish and list, a writer that is not the first of its round
+	// waits for the pointer to move before it carries the round itself.
+	followerPatience = 12
+	// aheadTakeover is how often a writer bound ahead that is not the
+	// first of its round reads the announced value before it carries the
+	// round itself.
+	aheadTakeover = 8
 )
 
 // IntentClose begins the name of the marker that closes a round:
@@ -491,14 +496,8 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 		h.keys[e.Key] = true
 	}
 	keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
-	lead := false
-	switch {
-	case err != nil:
+	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load()) {
 		return group{}, nil, nil, nil, nil
-	case len(keys) == 0 && next == "" && !tx.d.contended.Load():
-		return group{}, nil, nil, nil, nil
-	case len(keys) == 0 && next == "":
-		lead = true
 	}
 	rs, err := tx.prepareRebase(ctx, entries)
 	if err != nil || !tx.groupable(rs, h) {
@@ -507,7 +506,7 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 	if err := tx.guard(ctx, tx.base, opts.Fence, opts.FenceLease); err != nil {
 		return group{}, nil, nil, nil, nil // the commit refuses it on its own
 	}
-	g, on, mv, err := tx.round(ctx, rs, h, entries, opts, &listing{keys, next}, lead)
+	g, on, mv, err := tx.round(ctx, rs, h, entries, opts, &listing{keys, next})
 	return g, on, mv, rs, err
 }
 
@@ -522,12 +521,12 @@ type listing struct {
 // closed round (its carrier announced its write id) is joined ahead, on
 // the value it will write (roundAhead). Otherwise the Tx publishes its
 // intent on h and either waits for the writer that published first to
-// carry it, or, being that writer (or leading, when lead says so), waits
-// for the others of the round, closes it and carries them. It returns the
+// carry it, or, being that writer, waits for the others of the round,
+// closes it and carries them. It returns the
 // group to send and the head it is built on, or, when the pointer moved
 // while it waited, the pointer read (the intent is then settled: carried
 // or dead).
-func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, listed *listing, lead bool) (group, *head, *moved, error) {
+func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, listed *listing) (group, *head, *moved, error) {
 	t0 := time.Now()
 	if listed == nil {
 		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
@@ -541,9 +540,12 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 	}
 	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
 	tx.bindIntent(h.ptr, nil)
-	keys, first := listed.keys, lead
-	if !lead && len(keys) == 0 {
-		// Nobody waited: whoever published first leads.
+	keys, first := listed.keys, false
+	if len(keys) == 0 {
+		// Nobody waited: whoever published first leads. (Writers that
+		// start together all find nobody; had each of them led, each
+		// would have closed a round of its own, and all of those rounds
+		// but one would have failed.)
 		again, _, err := tx.listIntents(ctx, h.ptr.WriteID)
 		if err != nil {
 			return group{entries: own}, h, nil, nil // carry nobody
@@ -559,14 +561,19 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 		}
 		return tx.closeAndCarry(ctx, rs, h, own, opts, keys), h, nil, nil
 	}
-	// The first writer carries the round: wait for the pointer to move,
-	// and carry the round only if it does not.
-	wait := rtt
-	for range followerPolls {
-		if err := ctxtime.Sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+	// The first writer carries the round: it waits about as long as
+	// this writer took, then closes, lists, reads and writes the round
+	// in a few requests more. Wait that long, then read the pointer at
+	// this writer's pace, so as to learn the round's outcome soon after
+	// it lands; carry the round only if the pointer has not moved after
+	// followerPatience times that pace.
+	wait := 2 * rtt
+	for waited := time.Duration(0); waited < followerPatience*rtt; {
+		d := wait/2 + rand.N(wait/2+1)
+		if err := ctxtime.Sleep(ctx, d); err != nil {
 			return group{}, nil, nil, err
 		}
-		wait *= 2
+		waited, wait = waited+d, rtt
 		p, attrs, err := pointer.Read(ctx, tx.d.s)
 		if err != nil || p.WriteID == h.ptr.WriteID {
 			continue
@@ -646,7 +653,7 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 			}
 		case p.WriteID == next:
 			tx.bindIntent(p, nil)
-			if seen++; first || seen > 2*followerPolls {
+			if seen++; first || seen > aheadTakeover {
 				return tx.leadAhead(ctx, rs, p, attrs, opts)
 			}
 		default:

@@ -3,7 +3,11 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"io"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -230,4 +234,94 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "theirs", "mine/f": "mine", "second/f": "second"}, contents(t, d))
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir))
 	})
+}
+
+// TestGroupTogetherOneLeader: A and B, of a dataset that met contention,
+// commit together on V: both list V's round empty, and both publish, before
+// either lists the round again. Then only the writer whose intent sorts
+// first leads it. While the first close of
+// the round is held, the other writer reads the pointer, as a follower
+// does, instead of closing a round of its own on V (only one of two such
+// rounds could land). One commit holds both.
+func TestGroupTogetherOneLeader(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fs := faultstore.New(s)
+		watch := &roundWatch{Store: fs}
+		d := commit.New(watch)
+		direct := commit.New(s)
+		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		tx0 := partition(t, d, "z/", map[string]string{"f": "z"})
+		loseFirstCAS(t, fs, direct, nil)
+		_, err = tx0.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.Equal(t, 1, tx0.Rebased(), "d met contention")
+		v := readPointer(t, s)
+		txA := partition(t, d, "a/", map[string]string{"f": "a"})
+		txB := partition(t, d, "b/", map[string]string{"f": "b"})
+		var arrived sync.WaitGroup
+		arrived.Add(2)
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 2, Then: func() {
+			arrived.Done()
+			arrived.Wait() // both intents are there before either writer lists again
+		}})
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			select {
+			case ev := <-watch.arm():
+				assert.Equal(t, "pointer read", ev, "the other writer follows the round")
+			case <-time.After(time.Minute):
+				t.Error("the other writer did nothing while the first close was held")
+			}
+		}})
+		var pA, pB *pointer.Pointer
+		var errA, errB error
+		var wg sync.WaitGroup
+		wg.Go(func() { pA, errA = txA.Commit(ctx, commit.CommitOptions{}) })
+		wg.Go(func() { pB, errB = txB.Commit(ctx, commit.CommitOptions{}) })
+		wg.Wait()
+		require.NoError(t, errA)
+		require.NoError(t, errB)
+		assert.Equal(t, pA.Generation, pB.Generation, "one commit holds both")
+		assert.Equal(t, v.Seq+1, pA.Seq)
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "a/f": "a", "b/f": "b"}, contents(t, direct))
+	})
+}
+
+// roundWatch reports, once armed, the first pointer read or close of a
+// round sent through it (see TestGroupTogetherOneLeader).
+type roundWatch struct {
+	store.Store
+	mu    sync.Mutex
+	event chan string
+}
+
+func (w *roundWatch) arm() <-chan string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.event = make(chan string, 1)
+	return w.event
+}
+
+func (w *roundWatch) note(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.event != nil {
+		w.event <- what
+		w.event = nil
+	}
+}
+
+func (w *roundWatch) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	if key == pointer.Key {
+		w.note("pointer read")
+	}
+	return w.Store.Get(ctx, key)
+}
+
+func (w *roundWatch) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	if strings.HasPrefix(key, commit.IntentDir) && strings.Contains(key, "/"+commit.IntentClose) {
+		w.note("close")
+	}
+	return w.Store.Put(ctx, key, body, opts)
 }
