@@ -65,7 +65,7 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		// A discard deleted the intents with the staged objects; after a
 		// commit they are no longer needed. After an unknown outcome,
 		// they are left to the collector.
-		tx.dropIntents(ctx)
+		tx.dropIntents(ctx, p)
 	}
 	return p, err
 }

@@ -338,13 +338,21 @@ func (tx *Tx) listIntents(ctx context.Context, head string) (keys []string, next
 // the write id of its compare-and-swap on h, and returns it. A writer that
 // lists the round from now on binds its intent to that value instead
 // (roundAhead). The id is this Tx's to use once, whether or not the
-// marker was written.
-func (tx *Tx) closeRound(ctx context.Context, h *head) string {
+// marker was written. A marker to keep (see dropIntents) replaces the one
+// kept before, which is dropped with the intents.
+func (tx *Tx) closeRound(ctx context.Context, h *head, keep bool) string {
 	id := pointer.NewWriteID()
 	key := IntentDir + h.ptr.WriteID + "/" + IntentClose + id
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
-	tx.intents = append(tx.intents, key)
+	if keep {
+		if tx.keptMarker != "" {
+			tx.intents = append(tx.intents, tx.keptMarker)
+		}
+		tx.keptMarker, tx.keptMarkerID = key, id
+	} else {
+		tx.intents = append(tx.intents, key)
+	}
 	tx.mu.Unlock()
 	if _, err := tx.d.s.Put(ctx, key, bytes.NewReader(nil), store.PutOptions{IfNoneMatch: true}); err != nil {
 		tx.d.log.Debug("round not closed; later writers may miss it", "key", key, "error", err)
@@ -559,7 +567,7 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 		if err := ctxtime.Sleep(ctx, rtt); err != nil {
 			return group{}, nil, nil, err
 		}
-		return tx.closeAndCarry(ctx, rs, h, own, opts, keys), h, nil, nil
+		return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false), h, nil, nil
 	}
 	// The first writer carries the round: it waits about as long as
 	// this writer took, then closes, lists, reads and writes the round
@@ -581,14 +589,15 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 		mv, err := tx.settleMoved(ctx, p, attrs)
 		return group{}, nil, mv, err
 	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, keys), h, nil, nil
+	return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false), h, nil, nil
 }
 
 // closeAndCarry closes the round on h and carries every intent listed
 // then (or, if that LIST fails, those listed before). The group's
-// compare-and-swap on h is to use the write id announced.
-func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string) group {
-	id := tx.closeRound(ctx, h)
+// compare-and-swap on h is to use the write id announced. keep keeps the
+// marker past the commit (see dropIntents).
+func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string, keep bool) group {
+	id := tx.closeRound(ctx, h, keep)
 	if again, _, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
 		keys = again
 	}
@@ -614,6 +623,9 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 	in.Head, in.Seq = next, bound.Seq+1
 	key := tx.publishIntent(ctx, in)
 	tx.bindIntent(bound, h.ptr)
+	tx.mu.Lock()
+	tx.boundVia = append(tx.boundVia, IntentDir+h.ptr.WriteID+"/"+IntentClose+next)
+	tx.mu.Unlock()
 	keys, _, err := tx.listIntents(ctx, next)
 	first := err == nil && (len(keys) == 0 || keys[0] == key)
 	rtt := max(time.Since(t0), time.Millisecond)
@@ -683,7 +695,7 @@ func (tx *Tx) leadAhead(ctx context.Context, rs *rebaseState, p *pointer.Pointer
 	if err := tx.guard(ctx, p, opts.Fence, opts.FenceLease); err != nil {
 		return group{}, nil, nil, err
 	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, nil), h, nil, nil
+	return tx.closeAndCarry(ctx, rs, h, own, opts, nil, true), h, nil, nil
 }
 
 // withdrawAhead withdraws an intent bound ahead whose announced value did
@@ -929,11 +941,25 @@ func (tx *Tx) CarriedBy() string {
 }
 
 // dropIntents deletes the intents this Tx wrote, once its outcome is
-// known; what a failure leaves, the collector sweeps.
-func (tx *Tx) dropIntents(ctx context.Context) {
+// known (landed is the pointer value that committed it, or nil); what a
+// failure leaves, the collector sweeps.
+//
+// A round's marker is kept past its commit when that round was led ahead:
+// writers keep coming to that round's value, V, after its commit W has
+// landed (they began on V and took a while to commit), and the marker
+// sends them on to W's round, which its leader closes as soon as W lands,
+// rather than to an intent on V that nothing will carry. The writers that
+// bound their intents to W through it delete it with their own, W's round
+// being over for them then; the collector deletes what is left (the last
+// round of a burst leaves its marker). A marker whose value did not land
+// is deleted at once.
+func (tx *Tx) dropIntents(ctx context.Context, landed *pointer.Pointer) {
 	tx.mu.Lock()
-	keys := slices.Clone(tx.intents)
-	tx.intents = nil
+	keys := append(slices.Clone(tx.intents), tx.boundVia...)
+	if tx.keptMarker != "" && (landed == nil || landed.WriteID != tx.keptMarkerID) {
+		keys = append(keys, tx.keptMarker)
+	}
+	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID = nil, nil, "", ""
 	tx.mu.Unlock()
 	if len(keys) == 0 {
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,8 +128,130 @@ func TestGroupAheadCarried(t *testing.T) {
 		assert.Equal(t, pC.Generation, ps[0].Parent)
 		assert.Len(t, readManifest(t, s, ps[0].Generation).Carried, 1)
 		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x/", "y/f": "y/"}, contents(t, direct))
-		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent or marker left behind")
+		// C led its round open, and dropped its marker; the round on W was
+		// led ahead, and the last of the burst: its marker is left to the
+		// collector.
+		assert.Equal(t, []string{commit.IntentDir + pC.WriteID + "/" + commit.IntentClose + readPointer(t, s).WriteID}, keysUnder(t, s, commit.IntentDir), "no intent left behind, and only the marker of the round led ahead")
 	})
+}
+
+// aheadLeader runs a round led ahead: C carries the round on V,
+// announcing W, while X binds its intent to W; once W lands, X leads the
+// round on W, closes it and sends its compare-and-swap, which is held
+// while held runs with W (and the dataset of direct writes). It returns C's commit and X's outcome.
+func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit.Dataset)) (pC, pX *pointer.Pointer, errX error, direct *commit.Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	fsC, direct, txC := aheadSetup(t, s, nil)
+	fsX := faultstore.New(s)
+	done := make(chan struct{})
+	closedRound(t, s, fsC, direct, func(v *pointer.Pointer, w string) {
+		txX := partition(t, commit.New(fsX), "x/", map[string]string{"f": "x"})
+		fsX.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			// W has landed, and X closed the round on it.
+			require.Equal(t, w, readPointer(t, s).WriteID)
+			held(w, direct)
+		}})
+		go func() {
+			defer close(done)
+			pX, errX = txX.Commit(ctx, commit.CommitOptions{})
+		}()
+		awaitIntents(t, s, w, 1)
+	})
+	pC, err := txC.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	waitFor(t, done, "X, bound ahead")
+	return pC, pX, errX, direct
+}
+
+// TestGroupStaleWriterFollowsKeptMarker: S begins on W, and commits after
+// the round on W, which X led ahead, has landed W2. The marker that
+// closed W's round is kept past X's commit: S finds it, binds its intent
+// to W2 and carries the round there. It publishes nothing on W, which no
+// commit can carry any more, and sends one compare-and-swap, on W2. The
+// marker S went through is deleted with its intent; its own, the last
+// of the burst, is left.
+func TestGroupStaleWriterFollowsKeptMarker(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		putsS := &putKeys{Store: s}
+		var txS *commit.Tx
+		pC, pX, errX, direct := aheadLeader(t, s, func(string, *commit.Dataset) {
+			txS = partition(t, commit.New(putsS), "s/", map[string]string{"f": "s"})
+		})
+		require.NoError(t, errX)
+		require.NotNil(t, txS)
+		require.Equal(t, pC.Seq+1, pX.Seq)
+		putsS.reset()
+		pS, err := txS.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, pX.Seq+1, pS.Seq)
+		var pointerPuts, onW, onW2 int
+		for _, k := range putsS.list() {
+			switch {
+			case k == pointer.Key:
+				pointerPuts++
+			case strings.HasPrefix(k, commit.IntentDir+pC.WriteID+"/"):
+				onW++
+			case strings.HasPrefix(k, commit.IntentDir+pX.WriteID+"/") && !strings.Contains(k, "/"+commit.IntentClose):
+				onW2++
+			}
+		}
+		assert.Equal(t, 1, pointerPuts, "one compare-and-swap, on W2")
+		assert.Zero(t, onW, "nothing published on W")
+		assert.Equal(t, 1, onW2, "S's intent is bound to W2")
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x", "s/f": "s"}, contents(t, direct))
+		assert.Equal(t, []string{commit.IntentDir + pX.WriteID + "/" + commit.IntentClose + pS.WriteID}, keysUnder(t, s, commit.IntentDir), "W's marker deleted by S, which went through it; S's own left")
+	})
+}
+
+// TestGroupUnlandedMarkerDropped: X leads the round on W ahead and
+// announces W2, but W is rewritten (a fence registration) before X's
+// compare-and-swap: W2 can never land, and X lands with a fresh id. X
+// deletes the marker announcing W2, which would only send later writers
+// to a value that cannot come.
+func TestGroupUnlandedMarkerDropped(t *testing.T) {
+	s := mem.New()
+	var announced string
+	_, pX, errX, direct := aheadLeader(t, s, func(w string, direct *commit.Dataset) {
+		for _, k := range keysUnder(t, s, commit.IntentDir+w+"/") {
+			if id, ok := strings.CutPrefix(k, commit.IntentDir+w+"/"+commit.IntentClose); ok {
+				announced = id
+			}
+		}
+		require.NoError(t, direct.RegisterFence(context.Background(), "mem://x/_lease/other", 1))
+	})
+	require.NoError(t, errX)
+	require.NotEmpty(t, announced, "X closed the round on W")
+	assert.NotEqual(t, announced, pX.WriteID)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x"}, contents(t, direct))
+	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent or marker left behind")
+}
+
+// putKeys records the key of each PUT through it.
+type putKeys struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *putKeys) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func (s *putKeys) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = nil
+}
+
+func (s *putKeys) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.keys)
 }
 
 // TestGroupAnnouncedWriteIDOnce: the write id a carrier announced names

@@ -76,7 +76,13 @@ type Tx struct {
 	// value that one is to replace (see roundAhead). sending counts the
 	// writers the pointer write being sent carries; carriedBy is the
 	// generation that carried this Tx, and landedBy its pointer value.
-	intents     []string
+	// A marker the Tx wrote to close a round it led ahead is kept past
+	// its commit (keptMarker, announcing keptMarkerID); boundVia is the
+	// marker its intent was bound ahead through. See dropIntents.
+	intents      []string
+	keptMarker   string
+	keptMarkerID string
+	boundVia     []string
 	intentHead  *pointer.Pointer
 	intentAfter *pointer.Pointer
 	reads       *rebaseState // what the Tx read, once a rebase or a round needed it
