@@ -138,8 +138,9 @@ func TestGroupAheadCarried(t *testing.T) {
 // aheadLeader runs a round led ahead: C carries the round on V,
 // announcing W, while X binds its intent to W; once W lands, X leads the
 // round on W, closes it and sends its compare-and-swap, which is held
-// while held runs with W (and the dataset of direct writes). It returns C's commit and X's outcome.
-func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit.Dataset)) (pC, pX *pointer.Pointer, errX error, direct *commit.Dataset) {
+// while held runs with W (and the dataset of direct writes). It returns
+// that dataset, C's commit and X's outcome.
+func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit.Dataset)) (direct *commit.Dataset, pC, pX *pointer.Pointer, errX error) {
 	t.Helper()
 	ctx := context.Background()
 	fsC, direct, txC := aheadSetup(t, s, nil)
@@ -161,7 +162,7 @@ func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit
 	pC, err := txC.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
 	waitFor(t, done, "X, bound ahead")
-	return pC, pX, errX, direct
+	return direct, pC, pX, errX
 }
 
 // TestGroupStaleWriterFollowsKeptMarker: S begins on W, and commits after
@@ -176,7 +177,7 @@ func TestGroupStaleWriterFollowsKeptMarker(t *testing.T) {
 		ctx := context.Background()
 		putsS := &putKeys{Store: s}
 		var txS *commit.Tx
-		pC, pX, errX, direct := aheadLeader(t, s, func(string, *commit.Dataset) {
+		direct, pC, pX, errX := aheadLeader(t, s, func(string, *commit.Dataset) {
 			txS = partition(t, commit.New(putsS), "s/", map[string]string{"f": "s"})
 		})
 		require.NoError(t, errX)
@@ -213,7 +214,7 @@ func TestGroupStaleWriterFollowsKeptMarker(t *testing.T) {
 func TestGroupUnlandedMarkerDropped(t *testing.T) {
 	s := mem.New()
 	var announced string
-	_, pX, errX, direct := aheadLeader(t, s, func(w string, direct *commit.Dataset) {
+	direct, _, pX, errX := aheadLeader(t, s, func(w string, direct *commit.Dataset) {
 		for _, k := range keysUnder(t, s, commit.IntentDir+w+"/") {
 			if id, ok := strings.CutPrefix(k, commit.IntentDir+w+"/"+commit.IntentClose); ok {
 				announced = id
