@@ -202,6 +202,7 @@ func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
 	tx.intents = append(tx.intents, key)
+	tx.liveIntent = in
 	tx.mu.Unlock()
 	_, err = tx.d.s.Put(ctx, key, bytes.NewReader(b), store.PutOptions{IfNoneMatch: true, Size: int64(len(b)), ContentType: "application/json"})
 	if err != nil && !errors.Is(err, store.ErrPrecondition) {
@@ -861,10 +862,12 @@ func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64
 // to, it rewrites that value unchanged (a new write id), after which no
 // commit can carry the intent. It returns the pointer value that carried
 // the Tx, nil when the intent is dead, or an error when neither can be
-// proven.
+// proven. An intent that cannot be applied on the value it is bound to,
+// there (a carrier admits it by the same rule, on that same value), is
+// dead already: that value is left as it is.
 func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 	tx.mu.Lock()
-	ih, after := tx.intentHead, tx.intentAfter
+	ih, after, in := tx.intentHead, tx.intentAfter, tx.liveIntent
 	tx.mu.Unlock()
 	if ih == nil {
 		return nil, nil
@@ -893,6 +896,15 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 			}
 			return mv.landed, nil
 		}
+		if p.WriteID == ih.WriteID && in != nil && !tx.d.admissibleOn(rctx, in, p, attrs) {
+			// A writer that followed a kept marker to a value already
+			// there, and lost on it (an overlap, a fence): no carrier on
+			// p takes the intent, and p is another writer's commit, not
+			// this one's to rewrite (its lease may be gone, too).
+			tx.d.log.Debug("intent cannot be applied on its value; dead", "generation", tx.gen, "seq", ih.Seq+1)
+			tx.clearIntent()
+			return nil, nil
+		}
 		next := *p
 		next.GCCommittedAt = p.CommittedAtServer(attrs.LastModified)
 		if _, werr = pointer.Write(rctx, tx.d.s, &next, attrs.ETag); werr == nil {
@@ -905,6 +917,28 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 		}
 	}
 	return nil, fmt.Errorf("could not withdraw the intent: %w", werr)
+}
+
+// admissibleOn reports whether a carrier on p could take the intent in:
+// whether admit takes it against p and p's manifest. When that cannot be
+// told (the manifest unread, or the intent not bound to p), it answers
+// true: the intent may be live.
+func (d *Dataset) admissibleOn(ctx context.Context, in *intent, p *pointer.Pointer, attrs store.Attrs) bool {
+	var m *generation.Manifest
+	err := retryRead(ctx, d.retry, func() (err error) {
+		m, err = d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
+		return err
+	})
+	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {
+		return true
+	}
+	h := &head{ptr: p, attrs: attrs, entries: make(map[string]generation.Entry, len(m.Entries)), keys: make(map[string]bool, len(m.Entries))}
+	for _, e := range m.Entries {
+		h.entries[e.Path] = e
+		h.keys[e.Key] = true
+	}
+	_, ok := admit(in, h)
+	return ok
 }
 
 // lose ends a commit that failed with err while its intent may be live:

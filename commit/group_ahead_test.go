@@ -137,10 +137,10 @@ func TestGroupAheadCarried(t *testing.T) {
 
 // aheadLeader runs a round led ahead: C carries the round on V,
 // announcing W, while X binds its intent to W; once W lands, X leads the
-// round on W, closes it and sends its compare-and-swap, which is held
+// round on W, closes it and sends its compare-and-swap (with optsX), which is held
 // while held runs with W (and the dataset of direct writes). It returns
 // that dataset, C's commit and X's outcome.
-func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit.Dataset)) (direct *commit.Dataset, pC, pX *pointer.Pointer, errX error) {
+func aheadLeader(t *testing.T, s store.Store, optsX commit.CommitOptions, held func(w string, direct *commit.Dataset)) (direct *commit.Dataset, pC, pX *pointer.Pointer, errX error) {
 	t.Helper()
 	ctx := context.Background()
 	fsC, direct, txC := aheadSetup(t, s, nil)
@@ -155,7 +155,7 @@ func aheadLeader(t *testing.T, s store.Store, held func(w string, direct *commit
 		}})
 		go func() {
 			defer close(done)
-			pX, errX = txX.Commit(ctx, commit.CommitOptions{})
+			pX, errX = txX.Commit(ctx, optsX)
 		}()
 		awaitIntents(t, s, w, 1)
 	})
@@ -177,7 +177,7 @@ func TestGroupStaleWriterFollowsKeptMarker(t *testing.T) {
 		ctx := context.Background()
 		putsS := &putKeys{Store: s}
 		var txS *commit.Tx
-		direct, pC, pX, errX := aheadLeader(t, s, func(string, *commit.Dataset) {
+		direct, pC, pX, errX := aheadLeader(t, s, commit.CommitOptions{}, func(string, *commit.Dataset) {
 			txS = partition(t, commit.New(putsS), "s/", map[string]string{"f": "s"})
 		})
 		require.NoError(t, errX)
@@ -214,7 +214,7 @@ func TestGroupStaleWriterFollowsKeptMarker(t *testing.T) {
 func TestGroupUnlandedMarkerDropped(t *testing.T) {
 	s := mem.New()
 	var announced string
-	direct, _, pX, errX := aheadLeader(t, s, func(w string, direct *commit.Dataset) {
+	direct, _, pX, errX := aheadLeader(t, s, commit.CommitOptions{}, func(w string, direct *commit.Dataset) {
 		for _, k := range keysUnder(t, s, commit.IntentDir+w+"/") {
 			if id, ok := strings.CutPrefix(k, commit.IntentDir+w+"/"+commit.IntentClose); ok {
 				announced = id
@@ -227,6 +227,49 @@ func TestGroupUnlandedMarkerDropped(t *testing.T) {
 	assert.NotEqual(t, announced, pX.WriteID)
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x"}, contents(t, direct))
 	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent or marker left behind")
+}
+
+// TestGroupStaleLoserLeavesHead (found by an adversary review): S begins
+// on W and changes x/, as X's round on W did; it follows W's kept marker
+// to W2, X's commit, finds its intent first there, and leads. Its rebase
+// on W2 finds the overlap, and S loses. Its intent on W2 is dead already
+// (no carrier on W2 takes an intent whose base W2 changed), so S must not
+// rewrite W2, another writer's commit, to withdraw it: a round under way
+// on W2 would fail its compare-and-swap for nothing.
+func TestGroupStaleLoserLeavesHead(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	var txS *commit.Tx
+	direct, _, pX, errX := aheadLeader(t, s, commit.CommitOptions{}, func(_ string, _ *commit.Dataset) {
+		txS = partition(t, commit.New(s), "x/", map[string]string{"f": "s"})
+	})
+	require.NoError(t, errX)
+	_, err := txS.Commit(ctx, commit.CommitOptions{})
+	var ce *commit.ConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, ce.Overlap, "x/f")
+	assert.Equal(t, pX.WriteID, readPointer(t, s).WriteID, "W2 left as it is")
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x"}, contents(t, direct))
+}
+
+// TestGroupStaleFencedLeavesHead (found by an adversary review): X's
+// commit W2 registers token 2 of a lease; S, holding token 1 of it, began
+// on W and follows W's kept marker to W2. Its guard refuses it there
+// (fenced), and so would every carrier on W2: S must fail without writing
+// the pointer, which a writer with a lower token may never change (I6).
+func TestGroupStaleFencedLeavesHead(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	const lease = "mem://x/_lease/job"
+	var txS *commit.Tx
+	_, _, pX, errX := aheadLeader(t, s, commit.CommitOptions{Fence: 2, FenceLease: lease}, func(_ string, _ *commit.Dataset) {
+		txS = partition(t, commit.New(s), "s/", map[string]string{"f": "s"})
+	})
+	require.NoError(t, errX)
+	require.Equal(t, uint64(2), readPointer(t, s).FenceOf(lease))
+	_, err := txS.Commit(ctx, commit.CommitOptions{Fence: 1, FenceLease: lease})
+	require.ErrorIs(t, err, commit.ErrFenced)
+	assert.Equal(t, pX.WriteID, readPointer(t, s).WriteID, "the pointer is not written with a lower token")
 }
 
 // putKeys records the key of each PUT through it.

@@ -83,12 +83,14 @@ type Tx struct {
 	keptMarker   string
 	keptMarkerID string
 	boundVia     []string
-	intentHead   *pointer.Pointer
-	intentAfter  *pointer.Pointer
-	reads        *rebaseState // what the Tx read, once a rebase or a round needed it
-	sending      int
-	carriedBy    string
-	landedBy     *pointer.Pointer
+	// liveIntent is the intent published last, the one intentHead binds.
+	liveIntent  *intent
+	intentHead  *pointer.Pointer
+	intentAfter *pointer.Pointer
+	reads       *rebaseState // what the Tx read, once a rebase or a round needed it
+	sending     int
+	carriedBy   string
+	landedBy    *pointer.Pointer
 	// settledOn is the manifest, checked against its pointer value's
 	// manifest_sha256, that settled a dead intent when it is the head's:
 	// the rebase that follows builds on it without reading it again.
