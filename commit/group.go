@@ -117,6 +117,16 @@ type head struct {
 	keys    map[string]bool
 }
 
+// newHead returns the head p, with attrs, whose manifest has entries.
+func newHead(p *pointer.Pointer, attrs store.Attrs, entries []generation.Entry) *head {
+	h := &head{ptr: p, attrs: attrs, entries: make(map[string]generation.Entry, len(entries)), keys: make(map[string]bool, len(entries))}
+	for _, e := range entries {
+		h.entries[e.Path] = e
+		h.keys[e.Key] = true
+	}
+	return h
+}
+
 // fenceToken is a fence a group commit raises for a writer it carries.
 type fenceToken struct {
 	lease string
@@ -498,12 +508,7 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 	if !ok {
 		return group{}, nil, nil, nil, nil
 	}
-	h := &head{ptr: tx.base, attrs: store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt},
-		entries: make(map[string]generation.Entry, len(bm.Entries)), keys: make(map[string]bool, len(bm.Entries))}
-	for _, e := range bm.Entries {
-		h.entries[e.Path] = e
-		h.keys[e.Key] = true
-	}
+	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
 	keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
 	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load()) {
 		return group{}, nil, nil, nil, nil
@@ -932,12 +937,7 @@ func (d *Dataset) admissibleOn(ctx context.Context, in *intent, p *pointer.Point
 	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {
 		return true
 	}
-	h := &head{ptr: p, attrs: attrs, entries: make(map[string]generation.Entry, len(m.Entries)), keys: make(map[string]bool, len(m.Entries))}
-	for _, e := range m.Entries {
-		h.entries[e.Path] = e
-		h.keys[e.Key] = true
-	}
-	_, ok := admit(in, h)
+	_, ok := admit(in, newHead(p, attrs, m.Entries))
 	return ok
 }
 

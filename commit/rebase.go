@@ -280,11 +280,7 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	if hm.Seq != got.Seq {
 		return nil, nil, fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, got.Generation, hm.Seq, got.Seq)
 	}
-	h := &head{ptr: got, attrs: attrs, entries: make(map[string]generation.Entry, len(hm.Entries)), keys: make(map[string]bool, len(hm.Entries))}
-	for _, e := range hm.Entries {
-		h.entries[e.Path] = e
-		h.keys[e.Key] = true
-	}
+	h := newHead(got, attrs, hm.Entries)
 	if ov := rs.overlap(h.entries, tx.rebase.Scope); len(ov) > 0 {
 		if len(ov) > maxOverlapNamed {
 			ov = ov[:maxOverlapNamed]
