@@ -496,8 +496,8 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 }
 
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
-// group-commit round when other writers' intents wait on its base: it
-// joins the round. It returns what round returns, and what the Tx read;
+// group-commit round when other writers' intents wait on its base, or
+// when contention is likely: it joins or opens the round. It returns what round returns, and what the Tx read;
 // a nil rebaseState means it does not take part, and the commit goes on
 // alone. It costs one LIST; a round, when it joins one, its requests.
 func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *head, *moved, *rebaseState, error) {
@@ -510,7 +510,10 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
 	keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
-	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load()) {
+	// With no round on the base, the commit goes alone unless contention
+	// is likely: this Dataset met it, or the base is a group commit (its
+	// manifest carried others), which a new process learns from the store.
+	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load() && len(bm.Carried) == 0) {
 		return group{}, nil, nil, nil, nil
 	}
 	rs, err := tx.prepareRebase(ctx, entries)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,6 +286,44 @@ func TestGroupTogetherOneLeader(t *testing.T) {
 		assert.Equal(t, pA.Generation, pB.Generation, "one commit holds both")
 		assert.Equal(t, v.Seq+1, pA.Seq)
 		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "a/f": "a", "b/f": "b"}, contents(t, direct))
+	})
+}
+
+// TestGroupFreshWriterOpensRound: a writer of a new process, whose
+// Dataset has met no contention itself, opens a round at its first
+// compare-and-swap when its base is a group commit (its manifest carried
+// others): the store shows the burst that the process has not seen. It
+// publishes its intent on the base and lands carrying nobody, so the next
+// new writer, whose base carried nobody, commits alone and publishes no
+// intent.
+func TestGroupFreshWriterOpensRound(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		_, _, _, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+			return partition(t, other, "third/", map[string]string{"f": "third"})
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, readManifest(t, s, p3.Generation).Carried, "the base is a group commit")
+
+		w := &putKeys{Store: s}
+		fresh := partition(t, commit.New(w), "fourth/", map[string]string{"f": "fourth"})
+		p4, err := fresh.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, p3.Seq+1, p4.Seq)
+		assert.Empty(t, fresh.CarriedBy())
+		assert.True(t, slices.ContainsFunc(w.list(), func(k string) bool {
+			return strings.HasPrefix(k, commit.IntentDir+p3.WriteID+"/") && !strings.HasSuffix(k, "/"+commit.IntentClose)
+		}), "the writer publishes its intent on its base: %v", w.list())
+		require.Empty(t, readManifest(t, s, p4.Generation).Carried)
+
+		w.reset()
+		lone := partition(t, commit.New(w), "fifth/", map[string]string{"f": "fifth"})
+		p5, err := lone.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, p4.Seq+1, p5.Seq)
+		assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
+			"a writer whose base carried nobody commits alone: %v", w.list())
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 	})
 }
 
