@@ -290,19 +290,40 @@ func (m PartitionMode) String() string {
 	return "off"
 }
 
+// Processes says what a process is to the writers of Partitions. Each
+// process has its own Dataset, and so learns of contention on its own.
+type Processes int
+
+const (
+	// ProcessPerWriter: each writer is a job of its own that commits over
+	// and over with one Dataset.
+	ProcessPerWriter Processes = iota
+	// ProcessPerCommit: each commit is a process of its own, as a
+	// 'publish put --into' run per commit is: a new Dataset for every
+	// Begin.
+	ProcessPerCommit
+)
+
+func (p Processes) String() string {
+	if p == ProcessPerCommit {
+		return "commit"
+	}
+	return "writer"
+}
+
 // Partitions runs writers that each commit, over and over, their own path
 // of one dataset (a Tx that keeps every file and replaces one), for the
-// given duration, in the mode given. A commit that loses starts again
+// given duration, in the mode given, each writer in processes of its own
+// as procs says. A commit that loses starts again
 // from Begin after a jittered backoff (5 ms base, 500 ms cap), as
 // Dataset.Update does; with rebase, it loses only past the rebase bounds.
 // It reports goodput, attempts, rebases and carried commits per success, and
 // latency including retries. At the end every writer's path must hold its
 // count of successes: a lost update fails the scenario.
-func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionMode, dur time.Duration) (Result, error) {
+func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionMode, procs Processes, dur time.Duration) (Result, error) {
 	c := store.Count(store.WithPrefix(s, "bench/partitions-"+uuid.NewString()[:8]+"/"))
-	d := commit.New(c)
 	retry := commit.Retry{Attempts: 1000, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}
-	if _, err := d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+	if _, err := commit.New(c).Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
 		return tx.PutBytes(ctx, "seed", []byte("0"))
 	}); err != nil {
 		return Result{}, err
@@ -321,6 +342,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionM
 	start := time.Now()
 	for w := range writers {
 		path := fmt.Sprintf("w%02d/part", w)
+		d := commit.New(c)
 		wg.Go(func() {
 			for runCtx.Err() == nil {
 				t0 := time.Now()
@@ -334,6 +356,9 @@ func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionM
 					}
 					attempts.Add(1)
 					var tx *commit.Tx
+					if procs == ProcessPerCommit {
+						d = commit.New(c)
+					}
 					if tx, err = d.Begin(runCtx); err != nil {
 						break
 					}
@@ -381,7 +406,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionM
 		"rebases_per_success":  float64(rebases.Load()) / float64(r.Ops),
 		"carried_per_success":  float64(carried.Load()) / float64(r.Ops),
 	}
-	snap, err := d.Open(ctx)
+	snap, err := commit.New(c).Open(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -439,8 +464,8 @@ type PartitionPublish struct {
 // PartitionPuts runs writers concurrent publishes of one partition each,
 // as 'publish put --into pNN/' does: Begin, keep every file, replace
 // those under the prefix with files of size bytes, rebase within the
-// prefix, commit once. It counts the store's requests and the PUTs of
-// every data key.
+// prefix, commit once, each in a process of its own (its own Dataset).
+// It counts the store's requests and the PUTs of every data key.
 func PartitionPuts(ctx context.Context, s store.Store, writers, files, size int) (PartitionPublish, error) {
 	ps := store.WithPrefix(s, "bench/partition-puts-"+uuid.NewString()[:8]+"/")
 	if _, err := commit.New(ps).Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
@@ -450,7 +475,6 @@ func PartitionPuts(ctx context.Context, s store.Store, writers, files, size int)
 	}
 	puts := &keyPuts{Store: ps, n: map[string]int{}}
 	c := store.Count(puts)
-	d := commit.New(c)
 	data := payload(size)
 	res := PartitionPublish{Writers: writers, FilesPer: files, Size: size}
 	var mu sync.Mutex
@@ -461,7 +485,7 @@ func PartitionPuts(ctx context.Context, s store.Store, writers, files, size int)
 		g.Go(func() {
 			prefix := fmt.Sprintf("p%02d/", w)
 			err := func() error {
-				tx, err := d.Begin(ctx)
+				tx, err := commit.New(c).Begin(ctx) // a process of its own
 				if err != nil {
 					return err
 				}

@@ -57,7 +57,7 @@ func TestPartitionsRebase(t *testing.T) {
 	series := map[bench.PartitionMode][]bench.Result{}
 	for _, w := range []int{1, 4} {
 		for _, mode := range []bench.PartitionMode{bench.RebaseGroup, bench.RebaseAlone, bench.NoRebase} {
-			r, err := bench.Partitions(ctx, mem.New(), w, mode, 300*time.Millisecond)
+			r, err := bench.Partitions(ctx, mem.New(), w, mode, bench.ProcessPerWriter, 300*time.Millisecond)
 			require.NoError(t, err, "no lost update, no livelock")
 			assert.Positive(t, r.Ops)
 			series[mode] = append(series[mode], r)
@@ -69,6 +69,10 @@ func TestPartitionsRebase(t *testing.T) {
 			}
 		}
 	}
+	r, err := bench.Partitions(ctx, mem.New(), 4, bench.RebaseGroup, bench.ProcessPerCommit, 300*time.Millisecond)
+	require.NoError(t, err, "no lost update, no livelock, with a process per commit")
+	assert.Positive(t, r.Ops)
+
 	svg := bench.PartitionsSVG(series[bench.RebaseGroup], series[bench.RebaseAlone], series[bench.NoRebase])
 	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the plot is well-formed XML")
 	assert.Equal(t, 3, bytes.Count(svg, []byte("<polyline")))

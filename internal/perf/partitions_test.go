@@ -3,7 +3,10 @@ package perf
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +17,9 @@ import (
 // one dataset, keeping the rest) against the real S3 server with 1 to 32
 // writers, with rebase on and off side by side at each writer count. With
 // COMMITPTR_PLOT=file.svg it draws both goodput curves. Each run lasts
-// COMMITPTR_CONTENTION_DURATION (default 5s):
+// COMMITPTR_CONTENTION_DURATION (default 5s). Each writer is a job with a
+// Dataset of its own; with COMMITPTR_PROCESS=commit, each commit is (as
+// a 'publish' run per commit would be):
 //
 //	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./internal/perf
 func BenchmarkPartitions(b *testing.B) {
@@ -24,6 +29,14 @@ func BenchmarkPartitions(b *testing.B) {
 		if dur, err = time.ParseDuration(v); err != nil {
 			b.Fatal(err)
 		}
+	}
+	procs := bench.ProcessPerWriter
+	switch v := os.Getenv("COMMITPTR_PROCESS"); v {
+	case "", "writer":
+	case "commit":
+		procs = bench.ProcessPerCommit
+	default:
+		b.Fatalf("COMMITPTR_PROCESS=%q: want writer or commit", v)
 	}
 	var latency time.Duration
 	if v := os.Getenv("COMMITPTR_LATENCY"); v != "" {
@@ -39,7 +52,7 @@ func BenchmarkPartitions(b *testing.B) {
 			b.Run(fmt.Sprintf("writers=%d/mode=%s", w, mode), func(b *testing.B) {
 				s := bench.Slow(remoteStore(b), latency)
 				for b.Loop() {
-					r, err := bench.Partitions(context.Background(), s, w, mode, dur)
+					r, err := bench.Partitions(context.Background(), s, w, mode, procs, dur)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -52,6 +65,7 @@ func BenchmarkPartitions(b *testing.B) {
 						reqs += n
 					}
 					b.ReportMetric(reqs, "requests/success")
+					b.Logf("requests per success, by kind: %v", fmtKinds(r.Requests))
 					b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
 					b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
 					series[mode] = append(series[mode], r)
@@ -90,4 +104,14 @@ func BenchmarkPartitionPuts(b *testing.B) {
 		b.Logf("%d writers x %d files: %d commits, %d lost, %d rebases, %d data PUTs (%d keys twice); requests %s = %d; floor %d, with rebases %d; %s",
 			p.Writers, p.FilesPer, p.Commits, p.Lost, p.Rebases, p.DataPuts, p.UploadedTwice, p.Requests, p.Requests.Total(), p.Floor, p.RebaseFloor, p.Elapsed.Round(time.Millisecond))
 	}
+}
+
+// fmtKinds writes requests per success by kind, sorted by kind, with two
+// decimals: "get=4.81 list=2.30 ...".
+func fmtKinds(m map[string]float64) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, " %s=%.2f", k, m[k])
+	}
+	return strings.TrimSpace(b.String())
 }
