@@ -325,24 +325,84 @@ func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
 // with write id head, sorted, and the write id its carrier announced when
 // it closed the round ("" while the round is open).
 func (tx *Tx) listIntents(ctx context.Context, head string) (keys []string, next string, err error) {
-	dir := IntentDir + head + "/"
-	for o, err := range store.List(ctx, tx.d.s, dir, "", "") {
+	r := roundListing{dir: IntentDir + head + "/"}
+	for o, err := range store.List(ctx, tx.d.s, r.dir, "", "") {
 		if err != nil {
 			return nil, "", err
 		}
-		if id, ok := strings.CutPrefix(strings.TrimPrefix(o.Key, dir), IntentClose); ok {
-			if uuid.Validate(id) == nil && (next == "" || id < next) {
-				next = id
-			}
-			continue
-		}
-		keys = append(keys, o.Key)
-		if len(keys) > 4*maxCarried {
+		if r.add(o.Key) {
 			break
 		}
 	}
-	slices.Sort(keys)
-	return keys, next, nil
+	return r.result()
+}
+
+// roundListing collects a round's intents and its marker from a listing
+// of its directory.
+type roundListing struct {
+	dir  string
+	keys []string
+	next string
+}
+
+// add takes a key under the round's directory; it reports whether the
+// round has more intents than a carrier would read.
+func (r *roundListing) add(key string) (full bool) {
+	if id, ok := strings.CutPrefix(strings.TrimPrefix(key, r.dir), IntentClose); ok {
+		if uuid.Validate(id) == nil && (r.next == "" || id < r.next) {
+			r.next = id
+		}
+		return false
+	}
+	r.keys = append(r.keys, key)
+	return len(r.keys) > 4*maxCarried
+}
+
+func (r *roundListing) result() ([]string, string, error) {
+	slices.Sort(r.keys)
+	return r.keys, r.next, nil
+}
+
+// busyWindow is how long before the base was committed an intent on
+// another value may have been written for scanIntents to take it as a
+// sign of writers at work: intents are deleted when their commits end,
+// and older ones are a crashed writer's, left to the collector.
+const busyWindow = 10 * time.Second
+
+// scanIntents lists the whole intent directory in one page and returns
+// what listIntents returns for h's round, and whether intents on other
+// values show other writers at work (written, by the store's clock, at
+// most busyWindow before h was committed): writers that lost to h and
+// have not published on it yet, or that are bound ahead. (A writer that
+// commits alone, back to back, would otherwise never see the writers
+// it keeps beating: each time they publish on the value it has just
+// replaced.) Markers are left out: the last round of a burst keeps one.
+// When the directory holds more than a page, it lists h's round alone.
+func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next string, busy bool, err error) {
+	page, err := tx.d.s.List(ctx, store.ListRequest{Prefix: IntentDir})
+	if err != nil {
+		return nil, "", false, err
+	}
+	if page.Next != "" {
+		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
+		return keys, next, false, err
+	}
+	r := roundListing{dir: IntentDir + h.ptr.WriteID + "/"}
+	since := h.attrs.LastModified.Add(-busyWindow)
+	for _, o := range page.Objects {
+		if strings.HasPrefix(o.Key, r.dir) {
+			if r.add(o.Key) {
+				break
+			}
+			continue
+		}
+		_, id, ok := strings.Cut(strings.TrimPrefix(o.Key, IntentDir), "/")
+		if ok && !strings.HasPrefix(id, IntentClose) && !o.LastModified.Before(since) {
+			busy = true
+		}
+	}
+	keys, next, err = r.result()
+	return keys, next, busy, err
 }
 
 // closeRound closes the round on h, which this Tx carries: it announces
@@ -497,9 +557,11 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
 // group-commit round when other writers' intents wait on its base, or
-// when contention is likely: it joins or opens the round. It returns what round returns, and what the Tx read;
-// a nil rebaseState means it does not take part, and the commit goes on
-// alone. It costs one LIST; a round, when it joins one, its requests.
+// when contention is likely: it joins or opens the round. It returns what
+// round returns, and what the Tx read; a nil rebaseState means it does not
+// take part, and the commit goes on alone. It costs one LIST (two when
+// the intent directory holds more than a page); a round, when it joins
+// one, its requests.
 func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *head, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
@@ -509,11 +571,12 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 		return group{}, nil, nil, nil, nil
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
-	keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
+	keys, next, busy, err := tx.scanIntents(ctx, h)
 	// With no round on the base, the commit goes alone unless contention
-	// is likely: this Dataset met it, or the base is a group commit (its
-	// manifest carried others), which a new process learns from the store.
-	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load() && len(bm.Carried) == 0) {
+	// is likely: this Dataset met it, or the store shows it to a new
+	// process too: the base is a group commit (its manifest carried
+	// others), or writers have intents on other values.
+	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load() && len(bm.Carried) == 0 && !busy) {
 		return group{}, nil, nil, nil, nil
 	}
 	rs, err := tx.prepareRebase(ctx, entries)

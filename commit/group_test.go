@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // groupRace sets up a group-commit round on every driver: the Tx
@@ -325,6 +327,73 @@ func TestGroupFreshWriterOpensRound(t *testing.T) {
 			"a writer whose base carried nobody commits alone: %v", w.list())
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 	})
+}
+
+// TestGroupWriterSeesIntentsElsewhere: a writer that commits alone, back
+// to back, lists only its base's round, which is empty each time: the
+// writers it beat publish on the value it has just replaced. A writer
+// whose base's round is empty, but that finds in the same LIST a recent
+// intent on another value, opens a round instead of going alone.
+func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		direct := commit.New(s)
+		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		v := readPointer(t, s)
+		racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
+		_, err = racer.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.Empty(t, racer.CarriedBy())
+		// A writer that lost to the racer, still bound to the value replaced.
+		lost := commit.IntentDir + v.WriteID + "/" + uuid.Must(uuid.NewV7()).String()
+		_, err = s.Put(ctx, lost, strings.NewReader("{}"), store.PutOptions{})
+		require.NoError(t, err)
+		base := readPointer(t, s)
+
+		w := &putKeys{Store: s}
+		fresh := partition(t, commit.New(w), "fresh/", map[string]string{"f": "f"})
+		p, err := fresh.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, base.Seq+1, p.Seq)
+		assert.True(t, slices.ContainsFunc(w.list(), func(k string) bool {
+			return strings.HasPrefix(k, commit.IntentDir+base.WriteID+"/") && !strings.HasSuffix(k, "/"+commit.IntentClose)
+		}), "the writer publishes its intent on its base: %v", w.list())
+		assert.Equal(t, []string{lost}, keysUnder(t, s, commit.IntentDir), "another writer's intent is its own to delete")
+	})
+}
+
+// TestGroupOldIntentsElsewhereIgnored: what scanIntents does not take as
+// a sign of writers at work: an intent on another value written more
+// than busyWindow before the base was committed (a crashed writer's, by
+// the store's clock), and a marker (the last round of a burst keeps
+// one). A writer that finds only those commits alone.
+func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	gone := pointer.NewWriteID() // a value replaced long ago
+	_, err = s.Put(ctx, commit.IntentDir+gone+"/"+uuid.Must(uuid.NewV7()).String(), strings.NewReader("{}"), store.PutOptions{})
+	require.NoError(t, err)
+	mu.Lock()
+	now = now.Add(11 * time.Second)
+	mu.Unlock()
+	_, err = s.Put(ctx, commit.IntentDir+gone+"/"+commit.IntentClose+pointer.NewWriteID(), strings.NewReader(""), store.PutOptions{})
+	require.NoError(t, err)
+	racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
+	_, err = racer.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	w := &putKeys{Store: s}
+	lone := partition(t, commit.New(w), "lone/", map[string]string{"f": "l"})
+	_, err = lone.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
+		"a writer that finds only an old intent and a marker elsewhere commits alone: %v", w.list())
 }
 
 // roundWatch reports, once armed, the first pointer read or close of a
