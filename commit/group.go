@@ -212,7 +212,7 @@ func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
 	tx.intents = append(tx.intents, key)
-	tx.liveIntent = in
+	tx.liveIntent, tx.liveKey, tx.liveVia = in, key, ""
 	tx.mu.Unlock()
 	_, err = tx.d.s.Put(ctx, key, bytes.NewReader(b), store.PutOptions{IfNoneMatch: true, Size: int64(len(b)), ContentType: "application/json"})
 	if err != nil && !errors.Is(err, store.ErrPrecondition) {
@@ -675,6 +675,13 @@ func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own [
 	}
 	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts)
 	g.writeID = id
+	tx.mu.Lock()
+	for _, k := range keys {
+		if !slices.Contains(tx.intents, k) {
+			tx.othersCarried = append(tx.othersCarried, k)
+		}
+	}
+	tx.mu.Unlock()
 	return g
 }
 
@@ -696,7 +703,8 @@ func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next str
 	key := tx.publishIntent(ctx, in)
 	tx.bindIntent(bound, h.ptr)
 	tx.mu.Lock()
-	tx.boundVia = append(tx.boundVia, IntentDir+h.ptr.WriteID+"/"+IntentClose+next)
+	tx.liveVia = IntentDir + h.ptr.WriteID + "/" + IntentClose + next
+	tx.boundVia = append(tx.boundVia, tx.liveVia)
 	tx.mu.Unlock()
 	keys, _, err := tx.listIntents(ctx, next)
 	first := err == nil && (len(keys) == 0 || keys[0] == key)
@@ -1044,6 +1052,14 @@ func (tx *Tx) CarriedBy() string {
 // known (landed is the pointer value that committed it, or nil); what a
 // failure leaves, the collector sweeps.
 //
+// A Tx whose own commit landed also deletes the other writers' intents
+// it listed in the rounds it carried: each is bound to a value that is
+// gone now, so it is dead, whether it was carried or not. So a carried Tx
+// leaves to its carrier its live intent, which the carrier listed, and
+// the marker it bound that intent through, which the carrier bound its
+// own through too (when it led the round ahead): one DeleteMany for the
+// round instead of one per writer.
+//
 // A round's marker is kept past its commit when that round was led ahead:
 // writers keep coming to that round's value, V, after its commit W has
 // landed (they began on V and took a while to commit), and the marker
@@ -1059,7 +1075,13 @@ func (tx *Tx) dropIntents(ctx context.Context, landed *pointer.Pointer) {
 	if tx.keptMarker != "" && (landed == nil || landed.WriteID != tx.keptMarkerID) {
 		keys = append(keys, tx.keptMarker)
 	}
-	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID = nil, nil, "", ""
+	switch {
+	case landed != nil && tx.carriedBy == "":
+		keys = append(keys, tx.othersCarried...)
+	case landed != nil:
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.liveKey || k == tx.liveVia })
+	}
+	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID, tx.othersCarried = nil, nil, "", "", nil
 	tx.mu.Unlock()
 	if len(keys) == 0 {
 		return

@@ -929,14 +929,19 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 // The writer finds its Tx named as carried by a manifest that does not
 // hold its change: it must not report success (I2) and must not delete
 // its objects, which that manifest references (I1). It reports an
-// unknown outcome. Depends on Tx.appliedIn.
+// unknown outcome. Depends on Tx.appliedIn. (The writer is of the
+// carrier's process, which met contention when it carried: so it opens
+// a round on its base, as a writer that waited there does, and settles
+// its intent on the chain. The carrier deleted the forged intent with its
+// round, so a writer of another process would find the round empty and
+// go alone, and lose, then commit its change on its own.)
 func TestGroupAdversaryForgedCarriedClaim(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	w := partition(t, commit.New(s), "w/", map[string]string{"f": "w"})
+	w := partition(t, d, "w/", map[string]string{"f": "w"})
 	cur := readPointer(t, s)
 	sum := sha256.Sum256([]byte("w"))
 	putIntent(t, s, "00000000-0000-7000-8000-000000000001", &advIntent{Format: 1, Generation: w.Generation(), Head: cur.WriteID, Seq: cur.Seq + 1,

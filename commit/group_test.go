@@ -29,9 +29,15 @@ import (
 // head, commits. It returns the Tx's outcome and third's.
 func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, tx3 *commit.Tx, p3 *pointer.Pointer, err error) {
 	t.Helper()
+	return groupRaceVia(t, s, func(s store.Store) store.Store { return s }, opts, third)
+}
+
+// groupRaceVia is groupRace with the Tx's requests sent through via.
+func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, tx3 *commit.Tx, p3 *pointer.Pointer, err error) {
+	t.Helper()
 	ctx := context.Background()
 	fs := faultstore.New(s)
-	d := commit.New(fs)
+	d := commit.New(via(fs))
 	other := commit.New(s)
 	_, err = publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -86,6 +92,63 @@ func TestGroupCarried(t *testing.T) {
 		assert.Contains(t, keysUnder(t, s, generation.Prefix(tx.Generation())), generation.DataKey(tx.Generation(), "mine/f"), "the carried objects are kept")
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 	})
+}
+
+// TestGroupCarrierDeletesRound: the carrier whose commit lands deletes
+// the intents of the round it carried with its own; the writer it carried
+// leaves its intent to it (one DeleteMany for a round, not one per
+// writer), and none is left behind.
+func TestGroupCarrierDeletesRound(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		var w *keyLog
+		tx, _, _, p3, err := groupRaceVia(t, s, func(fs store.Store) store.Store { w = &keyLog{Store: fs}; return w }, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+			return partition(t, other, "third/", map[string]string{"f": "third"})
+		})
+		require.NoError(t, err)
+		require.Equal(t, p3.Generation, tx.CarriedBy())
+		var published []string
+		for _, k := range w.puts() {
+			if strings.HasPrefix(k, commit.IntentDir) && !strings.Contains(k, "/"+commit.IntentClose) {
+				published = append(published, k)
+			}
+		}
+		require.Len(t, published, 1, "the Tx published one intent")
+		assert.NotContains(t, w.deletes(), published[0], "the carried Tx leaves its intent to its carrier")
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "the carrier deleted it")
+	})
+}
+
+// keyLog records the keys of the PUTs and DeleteManys sent through it.
+type keyLog struct {
+	store.Store
+	mu        sync.Mutex
+	put, dels []string
+}
+
+func (l *keyLog) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	l.mu.Lock()
+	l.put = append(l.put, key)
+	l.mu.Unlock()
+	return l.Store.Put(ctx, key, body, opts)
+}
+
+func (l *keyLog) DeleteMany(ctx context.Context, keys []string) error {
+	l.mu.Lock()
+	l.dels = append(l.dels, keys...)
+	l.mu.Unlock()
+	return l.Store.DeleteMany(ctx, keys)
+}
+
+func (l *keyLog) puts() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.put)
+}
+
+func (l *keyLog) deletes() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.dels)
 }
 
 // TestGroupCarriesFence: the commit that carries a writer holding a

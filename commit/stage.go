@@ -78,11 +78,17 @@ type Tx struct {
 	// generation that carried this Tx, and landedBy its pointer value.
 	// A marker the Tx wrote to close a round it led ahead is kept past
 	// its commit (keptMarker, announcing keptMarkerID); boundVia is the
-	// marker its intent was bound ahead through. See dropIntents.
-	intents      []string
-	keptMarker   string
-	keptMarkerID string
-	boundVia     []string
+	// marker its intent was bound ahead through. The keys of the other
+	// writers' intents in the rounds it carried are othersCarried; its
+	// own live intent is liveKey, bound ahead through liveVia. See
+	// dropIntents.
+	intents       []string
+	keptMarker    string
+	keptMarkerID  string
+	boundVia      []string
+	othersCarried []string
+	liveKey       string
+	liveVia       string
 	// liveIntent is the intent published last, the one intentHead binds.
 	liveIntent  *intent
 	intentHead  *pointer.Pointer
