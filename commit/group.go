@@ -377,15 +377,17 @@ const busyWindow = 10 * time.Second
 // commits alone, back to back, would otherwise never see the writers
 // it keeps beating: each time they publish on the value it has just
 // replaced.) Markers are left out: the last round of a burst keeps one.
-// When the directory holds more than a page, it lists h's round alone.
-func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next string, busy bool, err error) {
+// announced is the key of a marker that announced h, if the listing
+// shows one: a Tx that commits on h deletes it (see dropIntents). When
+// the directory holds more than a page, it lists h's round alone.
+func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next string, busy bool, announced string, err error) {
 	page, err := tx.d.s.List(ctx, store.ListRequest{Prefix: IntentDir})
 	if err != nil {
-		return nil, "", false, err
+		return nil, "", false, "", err
 	}
 	if page.Next != "" {
 		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
-		return keys, next, false, err
+		return keys, next, false, "", err
 	}
 	r := roundListing{dir: IntentDir + h.ptr.WriteID + "/"}
 	since := h.attrs.LastModified.Add(-busyWindow)
@@ -397,12 +399,16 @@ func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next str
 			continue
 		}
 		_, id, ok := strings.Cut(strings.TrimPrefix(o.Key, IntentDir), "/")
-		if ok && !strings.HasPrefix(id, IntentClose) && !o.LastModified.Before(since) {
+		switch {
+		case !ok:
+		case id == IntentClose+h.ptr.WriteID:
+			announced = o.Key
+		case !strings.HasPrefix(id, IntentClose) && !o.LastModified.Before(since):
 			busy = true
 		}
 	}
 	keys, next, err = r.result()
-	return keys, next, busy, err
+	return keys, next, busy, announced, err
 }
 
 // closeRound closes the round on h, which this Tx carries: it announces
@@ -571,7 +577,10 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 		return group{}, nil, nil, nil, nil
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
-	keys, next, busy, err := tx.scanIntents(ctx, h)
+	keys, next, busy, announced, err := tx.scanIntents(ctx, h)
+	tx.mu.Lock()
+	tx.baseMarker = announced
+	tx.mu.Unlock()
 	// With no round on the base, the commit goes alone unless contention
 	// is likely: this Dataset met it, or the store shows it to a new
 	// process too: the base is a group commit (its manifest carried
@@ -1058,7 +1067,9 @@ func (tx *Tx) CarriedBy() string {
 // leaves to its carrier its live intent, which the carrier listed, and
 // the marker it bound that intent through, which the carrier bound its
 // own through too (when it led the round ahead): one DeleteMany for the
-// round instead of one per writer.
+// round instead of one per writer. A carrier that was not bound through
+// that marker (it began on the value the marker announced) saw it in
+// the LIST that found its round (scanIntents), and deletes it too.
 //
 // A round's marker is kept past its commit when that round was led ahead:
 // writers keep coming to that round's value, V, after its commit W has
@@ -1078,10 +1089,13 @@ func (tx *Tx) dropIntents(ctx context.Context, landed *pointer.Pointer) {
 	switch {
 	case landed != nil && tx.carriedBy == "":
 		keys = append(keys, tx.othersCarried...)
+		if tx.baseMarker != "" && !slices.Contains(keys, tx.baseMarker) {
+			keys = append(keys, tx.baseMarker)
+		}
 	case landed != nil:
 		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.liveKey || k == tx.liveVia })
 	}
-	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID, tx.othersCarried = nil, nil, "", "", nil
+	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID, tx.othersCarried, tx.baseMarker = nil, nil, "", "", nil, ""
 	tx.mu.Unlock()
 	if len(keys) == 0 {
 		return

@@ -165,6 +165,41 @@ func aheadLeader(t *testing.T, s store.Store, optsX commit.CommitOptions, held f
 	return direct, pC, pX, errX
 }
 
+// TestGroupFreshCarrierDeletesMarker: S follows the marker kept on W to
+// W2 (X's commit) and binds its intent there, through that marker; it
+// leaves the marker to its carrier with its intent. Its carrier is T, a
+// fresh process begun on W2 that finds S's intent and carries the round
+// while S's close is held: T was bound through no marker, but the LIST
+// that found its round showed the marker announcing W2, and T deletes it
+// with S's intent. Nothing is left under _intent/ (from the adversary
+// review of this round).
+func TestGroupFreshCarrierDeletesMarker(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		fsS := faultstore.New(s)
+		var txS *commit.Tx
+		direct, pC, pX, errX := aheadLeader(t, s, commit.CommitOptions{}, func(string, *commit.Dataset) {
+			txS = partition(t, commit.New(fsS), "s/", map[string]string{"f": "s"})
+		})
+		require.NoError(t, errX)
+		require.Equal(t, pC.Seq+1, pX.Seq)
+		var pT *pointer.Pointer
+		fsS.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + pX.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			txT := partition(t, commit.New(s), "t/", map[string]string{"f": "t"})
+			var err error
+			pT, err = txT.Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+		pS, err := txS.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, pT)
+		assert.Equal(t, pT.Generation, txS.CarriedBy(), "S carried by T")
+		assert.Equal(t, pT.Seq, pS.Seq)
+		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "c/f": "c", "x/f": "x", "s/f": "s", "t/f": "t"}, contents(t, direct))
+		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "nothing left under _intent/ (the marker S went through: %s)", commit.IntentDir+pC.WriteID+"/"+commit.IntentClose+pX.WriteID)
+	})
+}
+
 // TestGroupStaleWriterFollowsKeptMarker: S begins on W, and commits after
 // the round on W, which X led ahead, has landed W2. The marker that
 // closed W's round is kept past X's commit: S finds it, binds its intent

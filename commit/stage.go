@@ -80,8 +80,8 @@ type Tx struct {
 	// its commit (keptMarker, announcing keptMarkerID); boundVia is the
 	// marker its intent was bound ahead through. The keys of the other
 	// writers' intents in the rounds it carried are othersCarried; its
-	// own live intent is liveKey, bound ahead through liveVia. See
-	// dropIntents.
+	// own live intent is liveKey, bound ahead through liveVia; baseMarker
+	// is a marker that announced its base. See dropIntents.
 	intents       []string
 	keptMarker    string
 	keptMarkerID  string
@@ -89,6 +89,7 @@ type Tx struct {
 	othersCarried []string
 	liveKey       string
 	liveVia       string
+	baseMarker    string
 	// liveIntent is the intent published last, the one intentHead binds.
 	liveIntent  *intent
 	intentHead  *pointer.Pointer
