@@ -23,28 +23,7 @@ import (
 //
 //	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./internal/perf
 func BenchmarkPartitions(b *testing.B) {
-	dur := 5 * time.Second
-	if v := os.Getenv("COMMITPTR_CONTENTION_DURATION"); v != "" {
-		var err error
-		if dur, err = time.ParseDuration(v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	procs := bench.ProcessPerWriter
-	switch v := os.Getenv("COMMITPTR_PROCESS"); v {
-	case "", "writer":
-	case "commit":
-		procs = bench.ProcessPerCommit
-	default:
-		b.Fatalf("COMMITPTR_PROCESS=%q: want writer or commit", v)
-	}
-	var latency time.Duration
-	if v := os.Getenv("COMMITPTR_LATENCY"); v != "" {
-		var err error
-		if latency, err = time.ParseDuration(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	dur, latency, procs := partitionsEnv(b)
 	series := map[bench.PartitionMode][]bench.Result{}
 	modes := []bench.PartitionMode{bench.RebaseGroup, bench.RebaseAlone, bench.NoRebase}
 	for _, w := range []int{1, 2, 4, 8, 16, 32} {
@@ -77,6 +56,70 @@ func BenchmarkPartitions(b *testing.B) {
 		if err := os.WriteFile(path, bench.PartitionsSVG(series[bench.RebaseGroup], series[bench.RebaseAlone], series[bench.NoRebase]), 0o644); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// partitionsEnv reads the run length, the delay per request and what a
+// process is from COMMITPTR_CONTENTION_DURATION (default 5s),
+// COMMITPTR_LATENCY (default none) and COMMITPTR_PROCESS (writer, the
+// default, or commit).
+func partitionsEnv(b *testing.B) (dur, latency time.Duration, procs bench.Processes) {
+	b.Helper()
+	dur = 5 * time.Second
+	if v := os.Getenv("COMMITPTR_CONTENTION_DURATION"); v != "" {
+		var err error
+		if dur, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if v := os.Getenv("COMMITPTR_LATENCY"); v != "" {
+		var err error
+		if latency, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	switch v := os.Getenv("COMMITPTR_PROCESS"); v {
+	case "", "writer":
+	case "commit":
+		procs = bench.ProcessPerCommit
+	default:
+		b.Fatalf("COMMITPTR_PROCESS=%q: want writer or commit", v)
+	}
+	return dur, latency, procs
+}
+
+// BenchmarkPartitionsTail measures the latency goal the way one
+// run cannot: the p99 of W writers (COMMITPTR_WRITERS, default 32) over
+// the single writer's, group commit, in COMMITPTR_REPEAT (default 5)
+// pairs run in turn, one writer then W, so that both see the machine as
+// it is then. It reports the median, lowest and highest ratio, and logs
+// each pair. Run lengths, delay and processes as BenchmarkPartitions:
+//
+//	COMMITPTR_LATENCY=10ms go test -run - -bench PartitionsTail -benchtime 1x ./internal/perf
+func BenchmarkPartitionsTail(b *testing.B) {
+	dur, latency, procs := partitionsEnv(b)
+	writers, pairs := envInt("COMMITPTR_WRITERS", 32), envInt("COMMITPTR_REPEAT", 5)
+	for b.Loop() {
+		s := bench.Slow(remoteStore(b), latency)
+		var ratios []float64
+		for i := range pairs {
+			one, err := bench.Partitions(context.Background(), s, 1, bench.RebaseGroup, procs, dur)
+			if err != nil {
+				b.Fatal(err)
+			}
+			many, err := bench.Partitions(context.Background(), s, writers, bench.RebaseGroup, procs, dur)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := float64(many.P99) / float64(one.P99)
+			ratios = append(ratios, r)
+			b.Logf("pair %d: 1 writer p99 %v (%.1f commits/s), %d writers p99 %v (%.1f commits/s): %.1fx",
+				i+1, one.P99.Round(time.Millisecond), one.PerSecond, writers, many.P99.Round(time.Millisecond), many.PerSecond, r)
+		}
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[len(ratios)/2], "median-p99-ratio")
+		b.ReportMetric(ratios[0], "min-p99-ratio")
+		b.ReportMetric(ratios[len(ratios)-1], "max-p99-ratio")
 	}
 }
 
