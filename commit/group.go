@@ -334,7 +334,8 @@ func (tx *Tx) listIntents(ctx context.Context, head string) (keys []string, next
 			break
 		}
 	}
-	return r.result()
+	keys, next = r.result()
+	return keys, next, nil
 }
 
 // roundListing collects a round's intents and its marker from a listing
@@ -358,9 +359,10 @@ func (r *roundListing) add(key string) (full bool) {
 	return len(r.keys) > 4*maxCarried
 }
 
-func (r *roundListing) result() ([]string, string, error) {
+// result returns the round's intents, sorted, and its marker's write id.
+func (r *roundListing) result() ([]string, string) {
 	slices.Sort(r.keys)
-	return r.keys, r.next, nil
+	return r.keys, r.next
 }
 
 // busyWindow is how long before the base was committed an intent on
@@ -407,8 +409,8 @@ func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next str
 			busy = true
 		}
 	}
-	keys, next, err = r.result()
-	return keys, next, busy, announced, err
+	keys, next = r.result()
+	return keys, next, busy, announced, nil
 }
 
 // closeRound closes the round on h, which this Tx carries: it announces

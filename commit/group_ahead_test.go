@@ -307,11 +307,25 @@ func TestGroupStaleFencedLeavesHead(t *testing.T) {
 	assert.Equal(t, pX.WriteID, readPointer(t, s).WriteID, "the pointer is not written with a lower token")
 }
 
-// putKeys records the key of each PUT through it.
+// putKeys records the key of each PUT through it, and of each DeleteMany.
 type putKeys struct {
 	store.Store
 	mu   sync.Mutex
 	keys []string
+	dels []string
+}
+
+func (s *putKeys) DeleteMany(ctx context.Context, keys []string) error {
+	s.mu.Lock()
+	s.dels = append(s.dels, keys...)
+	s.mu.Unlock()
+	return s.Store.DeleteMany(ctx, keys)
+}
+
+func (s *putKeys) deletes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.dels)
 }
 
 func (s *putKeys) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {

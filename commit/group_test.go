@@ -100,14 +100,14 @@ func TestGroupCarried(t *testing.T) {
 // writer), and none is left behind.
 func TestGroupCarrierDeletesRound(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
-		var w *keyLog
-		tx, _, _, p3, err := groupRaceVia(t, s, func(fs store.Store) store.Store { w = &keyLog{Store: fs}; return w }, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
+		var w *putKeys
+		tx, _, _, p3, err := groupRaceVia(t, s, func(fs store.Store) store.Store { w = &putKeys{Store: fs}; return w }, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
 		})
 		require.NoError(t, err)
 		require.Equal(t, p3.Generation, tx.CarriedBy())
 		var published []string
-		for _, k := range w.puts() {
+		for _, k := range w.list() {
 			if strings.HasPrefix(k, commit.IntentDir) && !strings.Contains(k, "/"+commit.IntentClose) {
 				published = append(published, k)
 			}
@@ -116,39 +116,6 @@ func TestGroupCarrierDeletesRound(t *testing.T) {
 		assert.NotContains(t, w.deletes(), published[0], "the carried Tx leaves its intent to its carrier")
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "the carrier deleted it")
 	})
-}
-
-// keyLog records the keys of the PUTs and DeleteManys sent through it.
-type keyLog struct {
-	store.Store
-	mu        sync.Mutex
-	put, dels []string
-}
-
-func (l *keyLog) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	l.mu.Lock()
-	l.put = append(l.put, key)
-	l.mu.Unlock()
-	return l.Store.Put(ctx, key, body, opts)
-}
-
-func (l *keyLog) DeleteMany(ctx context.Context, keys []string) error {
-	l.mu.Lock()
-	l.dels = append(l.dels, keys...)
-	l.mu.Unlock()
-	return l.Store.DeleteMany(ctx, keys)
-}
-
-func (l *keyLog) puts() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.put)
-}
-
-func (l *keyLog) deletes() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.dels)
 }
 
 // TestGroupCarriesFence: the commit that carries a writer holding a
@@ -376,9 +343,7 @@ func TestGroupFreshWriterOpensRound(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, p3.Seq+1, p4.Seq)
 		assert.Empty(t, fresh.CarriedBy())
-		assert.True(t, slices.ContainsFunc(w.list(), func(k string) bool {
-			return strings.HasPrefix(k, commit.IntentDir+p3.WriteID+"/") && !strings.HasSuffix(k, "/"+commit.IntentClose)
-		}), "the writer publishes its intent on its base: %v", w.list())
+		assert.True(t, intentPut(w.list(), p3.WriteID), "the writer publishes its intent on its base: %v", w.list())
 		require.Empty(t, readManifest(t, s, p4.Generation).Carried)
 
 		w.reset()
@@ -419,9 +384,7 @@ func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
 		p, err := fresh.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, base.Seq+1, p.Seq)
-		assert.True(t, slices.ContainsFunc(w.list(), func(k string) bool {
-			return strings.HasPrefix(k, commit.IntentDir+base.WriteID+"/") && !strings.HasSuffix(k, "/"+commit.IntentClose)
-		}), "the writer publishes its intent on its base: %v", w.list())
+		assert.True(t, intentPut(w.list(), base.WriteID), "the writer publishes its intent on its base: %v", w.list())
 		assert.Equal(t, []string{lost}, keysUnder(t, s, commit.IntentDir), "another writer's intent is its own to delete")
 	})
 }
@@ -457,6 +420,14 @@ func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
 		"a writer that finds only an old intent and a marker elsewhere commits alone: %v", w.list())
+}
+
+// intentPut reports whether keys hold an intent, not a marker, published
+// on the pointer value with write id head.
+func intentPut(keys []string, head string) bool {
+	return slices.ContainsFunc(keys, func(k string) bool {
+		return strings.HasPrefix(k, commit.IntentDir+head+"/") && !strings.Contains(k, "/"+commit.IntentClose)
+	})
 }
 
 // roundWatch reports, once armed, the first pointer read or close of a
