@@ -295,19 +295,17 @@ func validEntry(gen string, e generation.Entry) bool {
 
 // gather reads the intents at keys of the other writers of the round,
 // at most maxCarried, all at once, in the order they were published.
-func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
-	tx.mu.Lock()
-	mine := slices.Clone(tx.intents)
-	tx.mu.Unlock()
-	var want []string
-	for _, k := range keys {
-		if !slices.Contains(mine, k) && len(want) < maxCarried {
-			want = append(want, k)
-		}
-	}
+// Those in read, read before from an earlier listing of the round, are
+// not read again: an intent is written once.
+func (tx *Tx) gather(ctx context.Context, keys []string, h *head, read map[string]*intent) []*intent {
+	want := tx.othersOf(keys)
 	out := make([]*intent, len(want))
 	var wg sync.WaitGroup
 	for i, k := range want {
+		if in := read[k]; in != nil {
+			out[i] = in
+			continue
+		}
 		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
 	}
 	wg.Wait()
@@ -319,6 +317,41 @@ func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
 		seen[in.Generation] = true
 		return false
 	})
+}
+
+// othersOf returns the keys, of those given, of the other writers'
+// intents, at most maxCarried.
+func (tx *Tx) othersOf(keys []string) []string {
+	tx.mu.Lock()
+	mine := slices.Clone(tx.intents)
+	tx.mu.Unlock()
+	var want []string
+	for _, k := range keys {
+		if !slices.Contains(mine, k) && len(want) < maxCarried {
+			want = append(want, k)
+		}
+	}
+	return want
+}
+
+// readAhead reads, all at once, the intents of the other writers at
+// keys, at most maxCarried, and returns those it could read by key, for
+// gather.
+func (tx *Tx) readAhead(ctx context.Context, keys []string, h *head) map[string]*intent {
+	want := tx.othersOf(keys)
+	out := make([]*intent, len(want))
+	var wg sync.WaitGroup
+	for i, k := range want {
+		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
+	}
+	wg.Wait()
+	read := make(map[string]*intent, len(want))
+	for i, in := range out {
+		if in != nil {
+			read[want[i]] = in
+		}
+	}
+	return read
 }
 
 // listIntents returns the keys of the intents bound to the pointer value
@@ -647,10 +680,20 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 	// writer did.
 	rtt := max(time.Since(t0), time.Millisecond)
 	if first {
-		if err := ctxtime.Sleep(ctx, rtt); err != nil {
+		// While the others publish, read the intents listed already:
+		// only those published since are left to read once the round
+		// is closed.
+		var (
+			wg   sync.WaitGroup
+			read map[string]*intent
+		)
+		wg.Go(func() { read = tx.readAhead(ctx, keys, h) })
+		err := ctxtime.Sleep(ctx, rtt)
+		wg.Wait()
+		if err != nil {
 			return group{}, nil, nil, err
 		}
-		return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false), h, nil, nil
+		return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false, read), h, nil, nil
 	}
 	// The first writer carries the round: it waits about as long as
 	// this writer took, then closes, lists, reads and writes the round
@@ -672,19 +715,19 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 		mv, err := tx.settleMoved(ctx, p, attrs)
 		return group{}, nil, mv, err
 	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false), h, nil, nil
+	return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false, nil), h, nil, nil
 }
 
 // closeAndCarry closes the round on h and carries every intent listed
-// then (or, if that LIST fails, those listed before). The group's
-// compare-and-swap on h is to use the write id announced. keep keeps the
-// marker past the commit (see dropIntents).
-func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string, keep bool) group {
+// then (or, if that LIST fails, those listed before); those in read it
+// read already. The group's compare-and-swap on h is to use the write id
+// announced. keep keeps the marker past the commit (see dropIntents).
+func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string, keep bool, read map[string]*intent) group {
 	id := tx.closeRound(ctx, h, keep)
 	if again, _, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
 		keys = again
 	}
-	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts)
+	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h, read), opts)
 	g.writeID = id
 	tx.mu.Lock()
 	for _, k := range keys {
@@ -786,7 +829,7 @@ func (tx *Tx) leadAhead(ctx context.Context, rs *rebaseState, p *pointer.Pointer
 	if err := tx.guard(ctx, p, opts.Fence, opts.FenceLease); err != nil {
 		return group{}, nil, nil, err
 	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, nil, true), h, nil, nil
+	return tx.closeAndCarry(ctx, rs, h, own, opts, nil, true, nil), h, nil, nil
 }
 
 // withdrawAhead withdraws an intent bound ahead whose announced value did

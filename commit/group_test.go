@@ -278,47 +278,85 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 // rounds could land). One commit holds both.
 func TestGroupTogetherOneLeader(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
-		ctx := context.Background()
-		fs := faultstore.New(s)
-		watch := &roundWatch{Store: fs}
-		d := commit.New(watch)
-		direct := commit.New(s)
-		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-		require.NoError(t, err)
-		tx0 := partition(t, d, "z/", map[string]string{"f": "z"})
-		loseFirstCAS(t, fs, direct, nil)
-		_, err = tx0.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
-		require.Equal(t, 1, tx0.Rebased(), "d met contention")
-		v := readPointer(t, s)
-		txA := partition(t, d, "a/", map[string]string{"f": "a"})
-		txB := partition(t, d, "b/", map[string]string{"f": "b"})
-		var arrived sync.WaitGroup
-		arrived.Add(2)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 2, Then: func() {
-			arrived.Done()
-			arrived.Wait() // both intents are there before either writer lists again
-		}})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		var watch *roundWatch
+		togetherRound(t, s, func(fs store.Store) store.Store { watch = &roundWatch{Store: fs}; return watch }, func() {
 			select {
 			case ev := <-watch.arm():
 				assert.Equal(t, "pointer read", ev, "the other writer follows the round")
 			case <-time.After(time.Minute):
 				t.Error("the other writer did nothing while the first close was held")
 			}
-		}})
-		var pA, pB *pointer.Pointer
-		var errA, errB error
-		var wg sync.WaitGroup
-		wg.Go(func() { pA, errA = txA.Commit(ctx, commit.CommitOptions{}) })
-		wg.Go(func() { pB, errB = txB.Commit(ctx, commit.CommitOptions{}) })
-		wg.Wait()
-		require.NoError(t, errA)
-		require.NoError(t, errB)
-		assert.Equal(t, pA.Generation, pB.Generation, "one commit holds both")
-		assert.Equal(t, v.Seq+1, pA.Seq)
-		assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "a/f": "a", "b/f": "b"}, contents(t, direct))
+		})
 	})
+}
+
+// TestGroupLeaderReadsWhileWaiting: the leader of a round reads the
+// intents it listed while it waits for the others to publish, before it
+// closes the round, and reads none of them again after: once the round
+// is closed, only the intents published since stand between it and its
+// commit.
+func TestGroupLeaderReadsWhileWaiting(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		var log *intentOps
+		v := togetherRound(t, s, func(fs store.Store) store.Store { log = &intentOps{Store: fs}; return log }, nil)
+		var reads []string
+		closed := -1
+		for i, op := range log.list() {
+			switch {
+			case strings.HasPrefix(op, "get "+commit.IntentDir+v.WriteID+"/"):
+				reads = append(reads, op)
+			case strings.HasPrefix(op, "put "+commit.IntentDir+v.WriteID+"/"+commit.IntentClose) && closed < 0:
+				closed = i
+				assert.Len(t, reads, 1, "the other writer's intent was read before the round was closed")
+			}
+		}
+		require.GreaterOrEqual(t, closed, 0, "the round was closed")
+		assert.Len(t, reads, 1, "and not read again")
+	})
+}
+
+// togetherRound has A and B, of a Dataset that met contention, commit
+// together on one value V (the Dataset's requests go through via): both
+// list V's round empty, and both publish, before either lists the round
+// again. whileClosed, if not nil, runs while the first write that closes
+// the round is held. Both must land in one commit. It returns V.
+func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileClosed func()) *pointer.Pointer {
+	t.Helper()
+	ctx := context.Background()
+	fs := faultstore.New(s)
+	d := commit.New(via(fs))
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx0 := partition(t, d, "z/", map[string]string{"f": "z"})
+	loseFirstCAS(t, fs, direct, nil)
+	_, err = tx0.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx0.Rebased(), "d met contention")
+	v := readPointer(t, s)
+	txA := partition(t, d, "a/", map[string]string{"f": "a"})
+	txB := partition(t, d, "b/", map[string]string{"f": "b"})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 2, Then: func() {
+		arrived.Done()
+		arrived.Wait() // both intents are there before either writer lists again
+	}})
+	if whileClosed != nil {
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: whileClosed})
+	}
+	var pA, pB *pointer.Pointer
+	var errA, errB error
+	var wg sync.WaitGroup
+	wg.Go(func() { pA, errA = txA.Commit(ctx, commit.CommitOptions{}) })
+	wg.Go(func() { pB, errB = txB.Commit(ctx, commit.CommitOptions{}) })
+	wg.Wait()
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	assert.Equal(t, pA.Generation, pB.Generation, "one commit holds both")
+	assert.Equal(t, v.Seq+1, pA.Seq)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "a/f": "a", "b/f": "b"}, contents(t, direct))
+	return v
 }
 
 // TestGroupFreshWriterOpensRound: a writer of a new process, whose
@@ -466,4 +504,36 @@ func (w *roundWatch) Put(ctx context.Context, key string, body io.Reader, opts s
 		w.note("close")
 	}
 	return w.Store.Put(ctx, key, body, opts)
+}
+
+// intentOps records, in order, the GETs and PUTs of intents and markers
+// sent through it.
+type intentOps struct {
+	store.Store
+	mu  sync.Mutex
+	ops []string
+}
+
+func (s *intentOps) note(op, key string) {
+	if strings.HasPrefix(key, commit.IntentDir) {
+		s.mu.Lock()
+		s.ops = append(s.ops, op+" "+key)
+		s.mu.Unlock()
+	}
+}
+
+func (s *intentOps) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ops)
+}
+
+func (s *intentOps) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	s.note("get", key)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *intentOps) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.note("put", key)
+	return s.Store.Put(ctx, key, body, opts)
 }
