@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // BenchmarkPartitions runs disjoint writers (each commits its own path of
@@ -19,7 +21,8 @@ import (
 // COMMITPTR_PLOT=file.svg it draws both goodput curves. Each run lasts
 // COMMITPTR_CONTENTION_DURATION (default 5s). Each writer is a job with a
 // Dataset of its own; with COMMITPTR_PROCESS=commit, each commit is (as
-// a 'publish' run per commit would be):
+// a 'publish' run per commit would be). COMMITPTR_STORE=mem runs it on
+// the in-memory store instead, with the same delay (see partitionsStore):
 //
 //	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./internal/perf
 func BenchmarkPartitions(b *testing.B) {
@@ -29,7 +32,7 @@ func BenchmarkPartitions(b *testing.B) {
 	for _, w := range []int{1, 2, 4, 8, 16, 32} {
 		for _, mode := range modes {
 			b.Run(fmt.Sprintf("writers=%d/mode=%s", w, mode), func(b *testing.B) {
-				s := bench.Slow(remoteStore(b), latency)
+				s := partitionsStore(b, latency)
 				for b.Loop() {
 					r, err := bench.Partitions(context.Background(), s, w, mode, procs, dur)
 					if err != nil {
@@ -88,19 +91,38 @@ func partitionsEnv(b *testing.B) (dur, latency time.Duration, procs bench.Proces
 	return dur, latency, procs
 }
 
+// partitionsStore is the store the partition benchmarks run on, each
+// request delayed by latency: the real S3 server, or, with
+// COMMITPTR_STORE=mem, the in-memory store. The latter takes no core
+// from the writers, so it measures the protocol alone, without what a
+// server that shares the machine's cores with 32 writers adds.
+func partitionsStore(b *testing.B, latency time.Duration) store.Store {
+	b.Helper()
+	switch v := os.Getenv("COMMITPTR_STORE"); v {
+	case "", "s3":
+		return bench.Slow(remoteStore(b), latency)
+	case "mem":
+		return bench.Slow(mem.New(), latency)
+	default:
+		b.Fatalf("COMMITPTR_STORE=%q: want s3 or mem", v)
+		return nil
+	}
+}
+
 // BenchmarkPartitionsTail measures the latency goal the way one
 // run cannot: the p99 of W writers (COMMITPTR_WRITERS, default 32) over
 // the single writer's, group commit, in COMMITPTR_REPEAT (default 5)
 // pairs run in turn, one writer then W, so that both see the machine as
 // it is then. It reports the median, lowest and highest ratio, and logs
-// each pair. Run lengths, delay and processes as BenchmarkPartitions:
+// each pair. Run lengths, delay, processes and store as
+// BenchmarkPartitions:
 //
 //	COMMITPTR_LATENCY=10ms go test -run - -bench PartitionsTail -benchtime 1x ./internal/perf
 func BenchmarkPartitionsTail(b *testing.B) {
 	dur, latency, procs := partitionsEnv(b)
 	writers, pairs := envInt("COMMITPTR_WRITERS", 32), envInt("COMMITPTR_REPEAT", 5)
 	for b.Loop() {
-		s := bench.Slow(remoteStore(b), latency)
+		s := partitionsStore(b, latency)
 		var ratios []float64
 		for i := range pairs {
 			one, err := bench.Partitions(context.Background(), s, 1, bench.RebaseGroup, procs, dur)
