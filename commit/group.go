@@ -682,16 +682,20 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 	if first {
 		// While the others publish, read the intents listed already:
 		// only those published since are left to read once the round
-		// is closed.
-		var (
-			wg   sync.WaitGroup
-			read map[string]*intent
-		)
-		wg.Go(func() { read = tx.readAhead(ctx, keys, h) })
-		err := ctxtime.Sleep(ctx, rtt)
-		wg.Wait()
-		if err != nil {
-			return group{}, nil, nil, err
+		// is closed. A Tx whose context ends waits neither for the
+		// others nor for these reads (they end on their own).
+		early := make(chan map[string]*intent, 1)
+		go func() { early <- tx.readAhead(ctx, keys, h) }()
+		wait := time.NewTimer(rtt)
+		defer wait.Stop()
+		var read map[string]*intent
+		for range 2 {
+			select {
+			case <-wait.C:
+			case read = <-early:
+			case <-ctx.Done():
+				return group{}, nil, nil, ctx.Err()
+			}
 		}
 		return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false, read), h, nil, nil
 	}
