@@ -298,17 +298,7 @@ func validEntry(gen string, e generation.Entry) bool {
 // Those in read, read before from an earlier listing of the round, are
 // not read again: an intent is written once.
 func (tx *Tx) gather(ctx context.Context, keys []string, h *head, read map[string]*intent) []*intent {
-	want := tx.othersOf(keys)
-	out := make([]*intent, len(want))
-	var wg sync.WaitGroup
-	for i, k := range want {
-		if in := read[k]; in != nil {
-			out[i] = in
-			continue
-		}
-		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
-	}
-	wg.Wait()
+	out := tx.readIntents(ctx, tx.othersOf(keys), h, read)
 	seen := map[string]bool{tx.gen: true}
 	return slices.DeleteFunc(out, func(in *intent) bool {
 		if in == nil || seen[in.Generation] {
@@ -339,12 +329,7 @@ func (tx *Tx) othersOf(keys []string) []string {
 // gather.
 func (tx *Tx) readAhead(ctx context.Context, keys []string, h *head) map[string]*intent {
 	want := tx.othersOf(keys)
-	out := make([]*intent, len(want))
-	var wg sync.WaitGroup
-	for i, k := range want {
-		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
-	}
-	wg.Wait()
+	out := tx.readIntents(ctx, want, h, nil)
 	read := make(map[string]*intent, len(want))
 	for i, in := range out {
 		if in != nil {
@@ -352,6 +337,22 @@ func (tx *Tx) readAhead(ctx context.Context, keys []string, h *head) map[string]
 		}
 	}
 	return read
+}
+
+// readIntents reads the intents at keys all at once, but for those in
+// read; nil stands for one it could not read or use.
+func (tx *Tx) readIntents(ctx context.Context, keys []string, h *head, read map[string]*intent) []*intent {
+	out := make([]*intent, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		if in := read[k]; in != nil {
+			out[i] = in
+			continue
+		}
+		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
+	}
+	wg.Wait()
+	return out
 }
 
 // listIntents returns the keys of the intents bound to the pointer value
