@@ -39,10 +39,8 @@ func TestGroupEarlyReadWithdrawn(t *testing.T) {
 		t.Run(fmt.Sprintf("failList=%v", failList), func(t *testing.T) {
 			s := mem.New()
 			ctx := context.Background()
-			fs, hA, dA, v := earlySetup(t, s)
-			hB := &hookStore{Store: s}
-			txA := partition(t, dA, "a/", map[string]string{"f": "a"})
-			txB := partition(t, commit.New(hB), "b/", map[string]string{"f": "b"})
+			r := earlySetup(t, s)
+			fs, hA, hB, txA, txB, v := r.fs, r.hA, r.hB, r.txA, r.txB, r.v
 			bctx, cancelB := context.WithCancel(ctx)
 			defer cancelB()
 			var errB error
@@ -96,10 +94,8 @@ func TestGroupEarlyReadWithdrawn(t *testing.T) {
 func TestGroupLeaderCancelledWhileReading(t *testing.T) {
 	s := mem.New()
 	ctx := context.Background()
-	fs, hA, dA, v := earlySetup(t, s)
-	hB := &hookStore{Store: s}
-	txA := partition(t, dA, "a/", map[string]string{"f": "a"})
-	txB := partition(t, commit.New(hB), "b/", map[string]string{"f": "b"})
+	r := earlySetup(t, s)
+	fs, hA, hB, txA, txB, v := r.fs, r.hA, r.hB, r.txA, r.txB, r.v
 	actx, cancelA := context.WithCancel(ctx)
 	defer cancelA()
 	var pB *pointer.Pointer
@@ -145,23 +141,27 @@ func TestGroupLeaderCancelledWhileReading(t *testing.T) {
 	checkChain(t, s, txA.Generation())
 }
 
-// earlySetup returns a Dataset dA, whose requests go through fs and then
-// hA, that met contention on s (seeded with "seed", "theirs/" and "z/"),
-// and the pointer value V its next writers begin on.
-func earlySetup(t *testing.T, s store.Store) (fs *faultstore.Store, hA *hookStore, dA *commit.Dataset, v *pointer.Pointer) {
+// earlyRound is two writers, A and B, of separate Datasets, each about to
+// commit its own partition on V, the value they begin on. A's Dataset
+// met contention (see contended), so A opens a round at once; its
+// requests go through fs and then hA, B's through hB.
+type earlyRound struct {
+	fs       *faultstore.Store
+	hA, hB   *hookStore
+	txA, txB *commit.Tx
+	v        *pointer.Pointer
+}
+
+// earlySetup sets up an earlyRound on s.
+func earlySetup(t *testing.T, s store.Store) earlyRound {
 	t.Helper()
-	fs = faultstore.New(s)
-	hA = &hookStore{Store: fs}
-	dA = commit.New(hA)
-	direct := commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	tx0 := partition(t, dA, "z/", map[string]string{"f": "z"})
-	loseFirstCAS(t, fs, direct, nil)
-	_, err = tx0.Commit(context.Background(), commit.CommitOptions{})
-	require.NoError(t, err)
-	require.Equal(t, 1, tx0.Rebased(), "dA met contention")
-	return fs, hA, dA, readPointer(t, s)
+	var r earlyRound
+	var dA *commit.Dataset
+	r.fs, dA, r.v = contended(t, s, func(fs store.Store) store.Store { r.hA = &hookStore{Store: fs}; return r.hA })
+	r.hB = &hookStore{Store: s}
+	r.txA = partition(t, dA, "a/", map[string]string{"f": "a"})
+	r.txB = partition(t, commit.New(r.hB), "b/", map[string]string{"f": "b"})
+	return r
 }
 
 // gatePointerRead holds, through h, the next pointer read (a follower's,

@@ -323,17 +323,8 @@ func TestGroupLeaderReadsWhileWaiting(t *testing.T) {
 func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileClosed func()) *pointer.Pointer {
 	t.Helper()
 	ctx := context.Background()
-	fs := faultstore.New(s)
-	d := commit.New(via(fs))
+	fs, d, v := contended(t, s, via)
 	direct := commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	tx0 := partition(t, d, "z/", map[string]string{"f": "z"})
-	loseFirstCAS(t, fs, direct, nil)
-	_, err = tx0.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
-	require.Equal(t, 1, tx0.Rebased(), "d met contention")
-	v := readPointer(t, s)
 	txA := partition(t, d, "a/", map[string]string{"f": "a"})
 	txB := partition(t, d, "b/", map[string]string{"f": "b"})
 	var arrived sync.WaitGroup
@@ -504,6 +495,25 @@ func (w *roundWatch) Put(ctx context.Context, key string, body io.Reader, opts s
 		w.note("close")
 	}
 	return w.Store.Put(ctx, key, body, opts)
+}
+
+// contended returns a Dataset d, whose requests go through fs and then
+// via, that met contention on s: s holds "seed", "theirs/f" and "z/f",
+// written by a commit of d that lost its first compare-and-swap and
+// rebased. v is the pointer value d's next writers begin on.
+func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (fs *faultstore.Store, d *commit.Dataset, v *pointer.Pointer) {
+	t.Helper()
+	fs = faultstore.New(s)
+	d = commit.New(via(fs))
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx0 := partition(t, d, "z/", map[string]string{"f": "z"})
+	loseFirstCAS(t, fs, direct, nil)
+	_, err = tx0.Commit(context.Background(), commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx0.Rebased(), "d met contention")
+	return fs, d, readPointer(t, s)
 }
 
 // intentOps records, in order, the GETs and PUTs of intents and markers
