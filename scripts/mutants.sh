@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation harness: proves that the tests can fail. Each mutation in
-# scripts/mutants/list is a one-spot breakage of safety logic (a guard, a
+# scripts/mutants/ (list, and one *.list file per area) is a one-spot breakage of safety logic (a guard, a
 # precondition, an ambiguity rule, an age allowance). For each one this
 # script applies it to a scratch copy of the tree, runs the packages listed
 # with it, restores the file, and reports whether a test caught it.
@@ -29,7 +29,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-list=scripts/mutants/list
 
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 
@@ -56,7 +55,6 @@ done
 # \n and \t stand for a newline and a tab.
 M_name=() M_inv=() M_file=() M_from=() M_to=() M_pkgs=() M_run=() M_skip=() M_why=() M_harmless=()
 declare -A cur=()
-lineno=0
 flush() {
 	[ ${#cur[@]} -eq 0 ] && return
 	local k
@@ -78,6 +76,12 @@ flush() {
 	M_run+=("${cur[run]:-}") M_skip+=("${cur[skip]:-}") M_why+=("${cur[why]:-}") M_harmless+=("${cur[harmless]:-}")
 	cur=()
 }
+# The mutations are in scripts/mutants/list and in one scripts/mutants/*.list
+# file per area, read in that order.
+for list in scripts/mutants/list scripts/mutants/*.list; do
+[ -e "$list" ] || continue
+lineno=0
+last=
 while IFS= read -r line || [ -n "$line" ]; do
 	lineno=$((lineno + 1))
 	case $line in
@@ -109,6 +113,7 @@ while IFS= read -r line || [ -n "$line" ]; do
 	esac
 done <"$list"
 flush
+done
 
 selected=()
 if [ ${#names[@]} -eq 0 ]; then
