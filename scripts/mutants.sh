@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mutation harness: proves that the tests can fail. Each mutation in
-# scripts/mutants/ (list, and one *.list file per area) is a one-spot breakage of safety logic (a guard, a
-# precondition, an ambiguity rule, an age allowance). For each one this
-# script applies it to a scratch copy of the tree, runs the packages listed
+# scripts/mutants/ (list, and one *.list file per area) is a one-spot
+# breakage of safety logic (a guard, a precondition, an ambiguity rule, an
+# age allowance). For each one this script applies it to a scratch copy of the tree, runs the packages listed
 # with it, restores the file, and reports whether a test caught it.
 #
 #   bash scripts/mutants.sh              run every mutation
