@@ -2,8 +2,9 @@
 # Mutation harness: proves that the tests can fail. Each mutation in
 # scripts/mutants/ (list, and one *.list file per area) is a one-spot
 # breakage of safety logic (a guard, a precondition, an ambiguity rule, an
-# age allowance). For each one this script applies it to a scratch copy of the tree, runs the packages listed
-# with it, restores the file, and reports whether a test caught it.
+# age allowance). For each one this script applies it to a scratch copy of
+# the tree, runs the packages listed with it, restores the file, and reports
+# whether a test caught it.
 #
 #   bash scripts/mutants.sh              run every mutation
 #   bash scripts/mutants.sh -n NAME ...  run the named ones (repeatable)
