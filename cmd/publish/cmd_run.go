@@ -57,11 +57,14 @@ group at the deadline − --grace and SIGKILL at the deadline, waits until no
 process of the group is left, and exits with status 6. If the lease is
 taken over, run does the same at once (SIGKILL after --grace, or at the
 deadline if that comes first). On SIGINT or SIGTERM, run does the same and
-exits with 130. If CMD exits and leaves processes in its group, run stops
-them the same way before it releases the lease. The lease is released at
-exit in every case but one: if the group is still there a while after
-SIGKILL (a process stuck in the kernel), run says so, exits 1 and leaves the
-lease to expire.
+exits with 130. A second SIGINT or SIGTERM sends SIGKILL to the group at
+once; run still waits until no process of the group is left, releases the
+lease and exits with 130, and further signals change nothing (only SIGKILL
+of run itself ends it sooner). If CMD exits and leaves processes in its
+group, run stops them the same way before it releases the lease. The lease
+is released at exit in every case but one: if the group is still there a
+while after SIGKILL (a process stuck in the kernel), run says so, exits 1
+and leaves the lease to expire.
 
 --grace must fit the TTL: at most 2/5 of --ttl (TTL/2 − TTL/10), so that
 the renewal due TTL/3 after the last one, and its retries, get TTL/6 before
@@ -198,10 +201,19 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 	// Output copying must not outlive CMD by much if it leaves processes
 	// behind, outside its group, that hold its stdout open.
 	c.WaitDelay = grace + time.Second
+	// From now on a second signal must not end run while CMD's group
+	// lives: it escalates to SIGKILL, and run still waits for the group.
+	again := make(chan struct{}, 1)
+	defer onInterruptAgain(ctx, func() {
+		select {
+		case again <- struct{}{}:
+		default:
+		}
+	})()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	g := &procGroup{c: c, pgid: c.Process.Pid, done: make(chan error, 1)}
+	g := &procGroup{c: c, pgid: c.Process.Pid, done: make(chan error, 1), again: again}
 	go func() { g.done <- c.Wait() }()
 
 	// Until CMD exits, stop it when the lease is lost, when run is
@@ -235,13 +247,7 @@ wait:
 			break wait
 		}
 	}
-	// Whatever ended the wait, nothing of CMD's process group may outlive
-	// the lease: SIGKILL comes by the holder's deadline at the latest.
-	killAt := time.Now().Add(grace)
-	if d := l.Deadline(); d.Before(killAt) {
-		killAt = d
-	}
-	if err := g.stop(killAt, stderr); err != nil {
+	if err := g.stop(killTime(time.Now(), grace, l.Deadline()), stderr); err != nil {
 		// It may still run: let the lease expire instead of handing it
 		// over now.
 		release = false
@@ -267,6 +273,16 @@ wait:
 	}
 }
 
+// killTime returns when SIGKILL goes out to CMD's group, if it is still
+// there, after SIGTERM at now: grace later, but never after the holder's
+// deadline, past which another node may take the lease over.
+func killTime(now time.Time, grace time.Duration, deadline time.Time) time.Time {
+	if at := now.Add(grace); at.Before(deadline) {
+		return at
+	}
+	return deadline
+}
+
 // defaultGrace is --grace when the flag is not given and it fits the TTL.
 const defaultGrace = 10 * time.Second
 
@@ -285,6 +301,7 @@ type procGroup struct {
 	done    chan error // c.Wait's result
 	exited  bool       // done has been received: the leader is reaped
 	waitErr error
+	again   <-chan struct{} // a second signal: SIGKILL at once
 }
 
 // gone reports whether the leader is reaped and no process is left in the
@@ -311,8 +328,9 @@ func (g *procGroup) gone() bool {
 }
 
 // stop ends what is left of the group: nothing if it is gone, else SIGTERM
-// at once and SIGKILL at killAt. It returns once the group is gone, or an
-// error naming it if it is still there killWait after the SIGKILL.
+// at once and SIGKILL at killAt, or at once on a second signal. It returns
+// once the group is gone, or an error naming it if it is still there
+// killWait after the SIGKILL.
 func (g *procGroup) stop(killAt time.Time, stderr io.Writer) error {
 	if g.gone() {
 		return nil
@@ -332,20 +350,31 @@ func (g *procGroup) stop(killAt time.Time, stderr io.Writer) error {
 			if g.gone() {
 				return nil
 			}
+		case <-g.again:
+			fmt.Fprintf(stderr, "publish: signalled again; sending SIGKILL to %s's process group\n", name)
+			return g.kill()
 		case <-kill.C:
 			fmt.Fprintf(stderr, "publish: %s's process group did not exit after SIGTERM; sending SIGKILL\n", name)
-			syscall.Kill(-g.pgid, syscall.SIGKILL) //nolint:errcheck // it may be gone
-			give := time.NewTimer(g.c.WaitDelay + killWait)
-			defer give.Stop()
-			for !g.gone() {
-				select {
-				case <-tick.C:
-				case <-give.C:
-					return fmt.Errorf("process group %d of %s is still there %s after SIGKILL; the lease is not released and expires after its TTL",
-						g.pgid, name, g.c.WaitDelay+killWait)
-				}
-			}
-			return nil
+			return g.kill()
 		}
 	}
+}
+
+// kill sends SIGKILL to the group and returns once it is gone, or an error
+// if it is still there killWait after that.
+func (g *procGroup) kill() error {
+	syscall.Kill(-g.pgid, syscall.SIGKILL) //nolint:errcheck // it may be gone
+	tick := time.NewTicker(reapPoll)
+	defer tick.Stop()
+	give := time.NewTimer(g.c.WaitDelay + killWait)
+	defer give.Stop()
+	for !g.gone() {
+		select {
+		case <-tick.C:
+		case <-give.C:
+			return fmt.Errorf("process group %d of %s is still there %s after SIGKILL; the lease is not released and expires after its TTL",
+				g.pgid, g.c.Args[0], g.c.WaitDelay+killWait)
+		}
+	}
+	return nil
 }

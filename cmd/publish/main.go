@@ -14,10 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
@@ -38,13 +36,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, restore the default handling, so that a
-		// second Ctrl-C ends the process even while it is cleaning up.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := watchInterrupts(context.Background())
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
