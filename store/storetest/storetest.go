@@ -41,9 +41,11 @@ type Capability string
 // MinIO ignore If-Match on DeleteObject.
 const ConditionalDelete Capability = "ConditionalDelete"
 
-// DelimiterPages: a listing with a delimiter whose page ends on a common
-// prefix resumes after every key under it, so no page repeats it.
-// gofakes3 resumes after the first key under it instead. commitptr's one
+// DelimiterPages: a listing with a delimiter pages as one without: a page
+// holds at most MaxKeys entries, objects and common prefixes together, and
+// one that ends on a common prefix resumes after every key under it, so no
+// page repeats it. gofakes3 resumes after the first key under it instead;
+// fake-gcs-server counts only objects against MaxKeys. commitptr's one
 // delimited listing (gc's lease names) tolerates a repeated name.
 const DelimiterPages Capability = "DelimiterPages"
 
@@ -82,6 +84,8 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"ListPaging", testListPaging, ""},
 		{"ListDelimiter", testListDelimiter, ""},
 		{"ListDelimiterPages", testListDelimiterPages, DelimiterPages},
+		{"ListStartAfterPages", testListStartAfterPages, ""},
+		{"ListStartAfterDelimiterPages", testListStartAfterDelimiterPages, DelimiterPages},
 		{"ServerTime", testServerTime, ""},
 		{"CreateRace", testCreateRace, ""},
 		{"CASCounter", testCASCounter, ""},
