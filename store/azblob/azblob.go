@@ -439,13 +439,15 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 
 // List returns one page of the listing; see store.Store. One List is one
 // List Blobs request. Azure has no start-after: StartAfter is sent as
-// startFrom (inclusive) of its successor, and the page is also filtered,
-// so that a service that ignores startFrom still lists correctly. A
-// service that refuses startFrom (400) is asked again without it, and never
-// again with it: a listing then begins at the prefix, and with a delimiter
-// the common prefix that holds StartAfter is listed even if no key after
-// StartAfter is under it (the page cannot tell). Azurite takes startFrom,
-// and the SDK offers it for the service version it speaks.
+// startFrom (inclusive) of its successor, and every page of the listing is
+// also filtered by it, so that a service that ignores startFrom still lists
+// correctly: the page token carries StartAfter beside the service's marker.
+// A service that refuses startFrom (400) is asked again without it, and
+// never again with it: a listing then begins at the prefix, its first pages
+// may be empty, and with a delimiter the common prefix that holds
+// StartAfter is listed even if no key after StartAfter is under it (the
+// page cannot tell). Azurite takes startFrom, and the SDK offers it for the
+// service version it speaks.
 func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	if req.Token == "" && req.StartAfter != "" && !s.noStartFrom.Load() {
 		page, err := s.list(ctx, req, true)
@@ -475,7 +477,11 @@ func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom b
 	after := ""
 	var marker, startFrom *string
 	if req.Token != "" {
-		marker = &req.Token
+		a, m, ok := parseToken(req.Token)
+		if !ok {
+			return store.ListPage{}, store.Wrap("list", req.Prefix, nil, fmt.Errorf("azblob: bad list token %q", req.Token))
+		}
+		after, marker = a, &m
 	} else if req.StartAfter != "" {
 		after = req.StartAfter
 		if withStartFrom {
@@ -532,8 +538,35 @@ func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom b
 		}
 		page.Objects = append(page.Objects, o)
 	}
-	page.Next = deref(next)
+	page.Next = makeToken(after, deref(next))
 	return page, nil
+}
+
+// makeToken returns the page token that continues a listing at the
+// service's marker, filtered by after. A token that carries a filter is a
+// NUL byte, the length of after in decimal, a colon, after and the
+// marker; any other is the marker as the service gave it, which never
+// begins with a NUL byte.
+func makeToken(after, marker string) string {
+	if marker == "" || after == "" {
+		return marker
+	}
+	return "\x00" + strconv.Itoa(len(after)) + ":" + after + marker
+}
+
+// parseToken returns the filter and the marker of a page token of
+// makeToken, and false if the token is not of its form.
+func parseToken(tok string) (after, marker string, ok bool) {
+	rest, filtered := strings.CutPrefix(tok, "\x00")
+	if !filtered {
+		return "", tok, true
+	}
+	n, rest, _ := strings.Cut(rest, ":")
+	l, err := strconv.Atoi(n)
+	if err != nil || l <= 0 || l >= len(rest) {
+		return "", "", false
+	}
+	return rest[:l], rest[l:], true
 }
 
 // remaining returns how many bytes rs holds after its current offset,

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azblobsdk "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -450,6 +452,82 @@ func TestListWithoutStartFrom(t *testing.T) {
 	// (gc's lease names) starts at the prefix.
 	assert.Equal(t, []string{"d/a/", "d/b/", "d/c"}, keys)
 	assert.EqualValues(t, 1, tr.refused.Load(), "startFrom is tried once")
+}
+
+// ignoreStartFrom drops the startFrom parameter from every request, as a
+// service would that does not know it and ignores it, and counts the
+// requests it changed. The store it serves must sign with a shared access
+// signature: a shared key signs the query too.
+type ignoreStartFrom struct {
+	base    http.RoundTripper
+	dropped atomic.Int32
+}
+
+func (i *ignoreStartFrom) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	if !q.Has("startFrom") {
+		return i.base.RoundTrip(req)
+	}
+	i.dropped.Add(1)
+	q.Del("startFrom")
+	r := req.Clone(req.Context())
+	r.URL.RawQuery = q.Encode()
+	return i.base.RoundTrip(r)
+}
+
+// sasConnectionString returns a connection string for the emulator's
+// account that holds an account shared access signature instead of the key.
+func sasConnectionString(t *testing.T, srv *azurite.Server) string {
+	t.Helper()
+	cred, err := azblobsdk.NewSharedKeyCredential(azurite.Account, azurite.Key)
+	require.NoError(t, err)
+	perms := sas.AccountPermissions{Read: true, Write: true, Delete: true, List: true, Add: true, Create: true}
+	types := sas.AccountResourceTypes{Container: true, Object: true}
+	q, err := sas.AccountSignatureValues{
+		Protocol:      sas.ProtocolHTTPSandHTTP,
+		ExpiryTime:    time.Now().Add(time.Hour).UTC(),
+		Permissions:   perms.String(),
+		ResourceTypes: types.String(),
+	}.SignWithSharedKey(cred)
+	require.NoError(t, err)
+	return "BlobEndpoint=" + srv.Endpoint + ";SharedAccessSignature=" + q.Encode()
+}
+
+// TestListStartAfterPagesStartFromIgnored: on a service that ignores
+// startFrom, the driver's own filter by StartAfter holds on every page of
+// the listing, not on the first alone.
+func TestListStartAfterPagesStartFromIgnored(t *testing.T) {
+	srv := azurite.Shared(t)
+	tr := &ignoreStartFrom{base: http.DefaultTransport}
+	s, _ := newStore(t, func(o *azblob.Options) {
+		o.ConnectionString = sasConnectionString(t, srv)
+		o.HTTPClient = &http.Client{Transport: tr}
+	})
+	storetest.ListStartAfterPages(t, s)
+	assert.Positive(t, tr.dropped.Load(), "startFrom was never sent, so never ignored")
+}
+
+// TestListStartAfterPagesStartFromRefused: on a service that refuses
+// startFrom, likewise.
+func TestListStartAfterPagesStartFromRefused(t *testing.T) {
+	tr := &noStartFrom{base: http.DefaultTransport}
+	s, _ := newStore(t, func(o *azblob.Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	storetest.ListStartAfterPages(t, s)
+	assert.EqualValues(t, 1, tr.refused.Load(), "startFrom is tried once")
+}
+
+// TestListBadToken: a token that begins as one carrying a filter and is
+// not whole is refused, naming it, rather than taken for a marker, which
+// would list from the start.
+func TestListBadToken(t *testing.T) {
+	s, _ := newStore(t)
+	putString(t, s, "k", "x", store.PutOptions{})
+	for _, tok := range []string{"\x00", "\x005:ab", "\x003:abc"} {
+		_, err := s.List(context.Background(), store.ListRequest{Token: tok})
+		require.Error(t, err, "token %q", tok)
+		assert.Contains(t, err.Error(), "bad list token")
+		assert.Contains(t, err.Error(), fmt.Sprintf("%q", tok))
+	}
 }
 
 // TestETagPerWrite: Azure gives every write a new ETag, even of the same

@@ -80,3 +80,24 @@ func TestParseConnectionString(t *testing.T) {
 	assert.ErrorContains(t, err, "Key=Value")
 	assert.NotContains(t, err.Error(), "s3cr3t")
 }
+
+// TestListTokenRoundTrip: a page token gives back the filter and the
+// marker it was made of, whatever bytes the filter holds, and a marker
+// without a filter is its own token.
+func TestListTokenRoundTrip(t *testing.T) {
+	for _, after := range []string{"", "a", "sa/12", "3:x", "12:ab:", "a\x00b", "\x00", "ünï/cødé"} {
+		for _, marker := range []string{"sa/03", "2!80!MDAwMDE2IXNhLzAzITAwMDAyOCE5OTk5LTEyLTMxVDIzOjU5OjU5Ljk5OTk5OTlaIQ--", "7:abcdefg"} {
+			tok := makeToken(after, marker)
+			a, m, ok := parseToken(tok)
+			assert.True(t, ok, "token %q", tok)
+			assert.Equal(t, after, a, "the filter of %q", tok)
+			assert.Equal(t, marker, m, "the marker of %q", tok)
+		}
+		assert.Empty(t, makeToken(after, ""), "the last page has no token")
+	}
+	assert.Equal(t, "sa/03", makeToken("", "sa/03"))
+	for _, bad := range []string{"\x00", "\x00:x", "\x00x:abc", "\x003:abc", "\x005:abc", "\x00-1:ab", "\x000:ab", "\x003abcd"} {
+		_, _, ok := parseToken(bad)
+		assert.False(t, ok, "token %q", bad)
+	}
+}
