@@ -5,17 +5,22 @@
 //     sees a timeout;
 //   - Reset: the request is applied, then the connection is reset;
 //   - Refused: the request fails before it is sent;
-//   - Internal and SlowDown: a 500 InternalError or 503 SlowDown, not applied;
-//   - Conflict: a 409 ConditionalRequestConflict, for conditional writes;
+//   - Internal and SlowDown: a 500 or a throttling answer, not applied;
+//   - Conflict: a 409 ConditionalRequestConflict, for conditional writes
+//     on S3;
 //   - Latency: the request is delayed, then sent;
+//   - Held: the request is applied, and its response delayed;
 //   - Cut: a GET's response body breaks off with a reset partway through.
 //
-// One Injector drives both an http.RoundTripper for the s3 and minio drivers
-// (Injector.Transport), under which the SDKs' own retries stay on, and a
-// store.Store wrapper for the mem and fs drivers (Injector.Store), which
-// emulates those retries. A retry that follows a lost response to a
-// conditional write meets the write it already made and gets a 412: the
-// spurious precondition failures that commit and update code must resolve.
+// One Injector drives an http.RoundTripper per HTTP API (Injector.Transport
+// for S3, TransportFor for Cloud Storage and Azure Blob), under which the
+// SDKs' own retries stay on, and a store.Store wrapper for the mem and fs
+// drivers (Injector.Store), which emulates those retries. A retry that
+// follows a lost response to a conditional write meets the write it already
+// made and gets a 412: the spurious precondition failures that commit and
+// update code must resolve. Rules (Injector.Add) aim a fault at the next
+// requests of one operation, key and precondition, such as the pointer
+// write or a lease renewal, whatever the driver.
 //
 // The Injector is safe for concurrent use. Its random source is seeded, so a
 // single-threaded run is repeatable; under concurrency the sequence of draws
@@ -23,6 +28,7 @@
 package faults
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -33,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -49,24 +56,30 @@ const (
 	Reset
 	// Refused fails the request before it is sent (connection refused).
 	Refused
-	// Internal answers 500 InternalError without sending the request.
+	// Internal answers 500 without sending the request.
 	Internal
-	// SlowDown answers 503 SlowDown without sending the request.
+	// SlowDown answers the API's throttling response without sending the
+	// request: 503 SlowDown on S3, 429 on Cloud Storage, 503 ServerBusy on
+	// Azure Blob.
 	SlowDown
 	// Conflict answers 409 ConditionalRequestConflict without sending the
-	// request. Only conditional writes and deletes (If-Match or
-	// If-None-Match) get it, as on S3.
+	// request. Only conditional writes and deletes get it, and only on S3:
+	// the other APIs have no such answer.
 	Conflict
 	// Latency delays the request by up to Config.MaxLatency, then sends it.
 	Latency
 	// Cut sends a GET and returns its response, but the body breaks off
 	// with a connection reset before its end. Only GETs get it.
 	Cut
+	// Held sends the request and lets the store apply it, then delays the
+	// response by up to Config.MaxLatency: others may see the write before
+	// its writer hears of it.
+	Held
 	// NumKinds is the number of kinds.
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"lost", "reset", "refused", "500", "503", "409", "latency", "cut"}
+var kindNames = [NumKinds]string{"lost", "reset", "refused", "500", "503", "409", "latency", "cut", "held"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= NumKinds {
@@ -112,17 +125,82 @@ func Uniform(r Rates) map[store.Op]Rates {
 	return m
 }
 
+// Cond is the precondition a request carries.
+type Cond int
+
+const (
+	// AnyCond, in a Rule, matches every precondition. No request has it.
+	AnyCond Cond = iota
+	// Unconditional is a request without a precondition.
+	Unconditional
+	// IfNoneMatch is a create, refused if the key exists: If-None-Match: *
+	// on S3 and Azure Blob, ifGenerationMatch=0 on Cloud Storage.
+	IfNoneMatch
+	// IfMatch is a write or delete of one version of the key: If-Match, or
+	// ifGenerationMatch of a generation on Cloud Storage.
+	IfMatch
+)
+
+var condNames = [...]string{"any", "unconditional", "if-none-match", "if-match"}
+
+func (c Cond) String() string {
+	if c < 0 || int(c) >= len(condNames) {
+		return fmt.Sprintf("cond(%d)", int(c))
+	}
+	return condNames[c]
+}
+
+// Request is what the injector knows of a request: its operation kind, its
+// key and its precondition.
+type Request struct {
+	Op store.Op
+	// Key is the object's key, the prefix of a listing, or "" for a
+	// request that names no key (a multi-object delete, a chunk of an
+	// upload session).
+	Key  string
+	Cond Cond
+}
+
+func (r Request) conditional() bool { return r.Cond == IfMatch || r.Cond == IfNoneMatch }
+
+// Rule aims a fault at chosen requests, before any drawn one: the next
+// Times requests of operation Op whose key starts with Key and whose
+// precondition is Cond get fault Kind. A request the kind cannot strike
+// (Conflict on an unconditional request or off S3, Cut off a GET) does not
+// match. Rules match in the order they were added.
+type Rule struct {
+	Op   store.Op
+	Key  string // a key prefix; "" matches every key
+	Cond Cond   // AnyCond matches every precondition
+	Kind Kind
+	// Times is how many requests the rule strikes; 0 means every one.
+	Times int
+	// Then, if set, runs while the fault holds the request, and replaces
+	// the drawn delay: for Held, Lost and Reset after the store applied the
+	// request and before the client hears back; for Latency before the
+	// request is sent; for the kinds that are not sent, before the client
+	// hears of the failure; for Cut before the body is returned. A Then
+	// that blocks holds the request.
+	Then func()
+}
+
 // Injector decides which requests fail and how, and counts what it injected.
 type Injector struct {
 	rates      [numOps]Rates
 	maxLatency time.Duration
 	enabled    atomic.Bool
 
-	mu  sync.Mutex
-	rnd *rand.Rand
+	mu    sync.Mutex
+	rnd   *rand.Rand
+	rules []*rule
 
 	seen     [numOps]atomic.Int64
 	injected [numOps][NumKinds]atomic.Int64
+}
+
+type rule struct {
+	Rule
+	hits int
 }
 
 // New returns an enabled Injector.
@@ -144,43 +222,105 @@ func New(cfg Config) *Injector {
 }
 
 // SetEnabled turns injection on or off, e.g. off while a test verifies the
-// state a run left behind. Requests sent while it is off are not counted.
+// state a run left behind. Requests sent while it is off are not counted,
+// and rules strike none of them.
 func (in *Injector) SetEnabled(on bool) { in.enabled.Store(on) }
+
+// Add installs a rule.
+func (in *Injector) Add(r Rule) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.rules = append(in.rules, &rule{Rule: r})
+}
+
+// Clear removes every rule.
+func (in *Injector) Clear() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.rules = nil
+}
 
 // none is the result of a roll that injects nothing.
 const none Kind = -1
 
-// roll decides the fault for one request of kind op. conditional says
-// whether the request carries If-Match or If-None-Match. It also returns a
-// random duration below MaxLatency.
-func (in *Injector) roll(op store.Op, conditional bool) (Kind, time.Duration) {
+// fault is the decision for one request: its kind, and the drawn delay
+// or the Then of the rule that chose it.
+type fault struct {
+	kind  Kind
+	delay time.Duration
+	rule  bool // chosen by a rule, not drawn
+	then  func()
+}
+
+// wait holds a delayed request or response for the rule's Then, or else
+// for the drawn delay.
+func (f fault) wait(ctx context.Context) error {
+	if f.then != nil {
+		f.then()
+		return ctx.Err()
+	}
+	return ctxtime.Sleep(ctx, f.delay)
+}
+
+// hold runs the rule's Then, if any, for the faults that have no delay.
+func (f fault) hold() {
+	if f.then != nil {
+		f.then()
+	}
+}
+
+// strikes reports whether kind k can strike request r of protocol p.
+func strikes(k Kind, r Request, p Protocol) bool {
+	switch k {
+	case Conflict:
+		return r.conditional() && p == S3
+	case Cut:
+		return r.Op == store.OpGet
+	}
+	return true
+}
+
+// roll decides the fault for request r of protocol p: a matching rule's,
+// or else one drawn by the rates of r.Op, with a random delay below
+// MaxLatency.
+func (in *Injector) roll(r Request, p Protocol) fault {
+	op := r.Op
 	if !in.enabled.Load() || int(op) < 0 || int(op) >= numOps {
-		return none, 0
+		return fault{kind: none}
 	}
 	in.seen[op].Add(1)
-	r := &in.rates[op]
-	if r.Total() == 0 {
-		return none, 0
-	}
 	in.mu.Lock()
+	for _, ru := range in.rules {
+		if ru.Op != op || !strings.HasPrefix(r.Key, ru.Key) || (ru.Cond != AnyCond && ru.Cond != r.Cond) ||
+			(ru.Times > 0 && ru.hits >= ru.Times) || !strikes(ru.Kind, r, p) {
+			continue
+		}
+		ru.hits++
+		in.mu.Unlock()
+		in.injected[op][ru.Kind].Add(1)
+		return fault{kind: ru.Kind, rule: true, then: ru.Then}
+	}
+	rates := &in.rates[op]
+	if rates.Total() == 0 {
+		in.mu.Unlock()
+		return fault{kind: none}
+	}
 	u := in.rnd.Float64()
 	lat := time.Duration(in.rnd.Int64N(int64(in.maxLatency)))
 	in.mu.Unlock()
 	k := none
-	for i, p := range r {
-		if u < p {
+	for i, pr := range rates {
+		if u < pr {
 			k = Kind(i)
 			break
 		}
-		u -= p
+		u -= pr
 	}
-	switch {
-	case k == Conflict && !conditional, k == Cut && op != store.OpGet:
-		return none, 0
-	case k != none:
-		in.injected[op][k].Add(1)
+	if k == none || !strikes(k, r, p) {
+		return fault{kind: none}
 	}
-	return k, lat
+	in.injected[op][k].Add(1)
+	return fault{kind: k, delay: lat}
 }
 
 // Counts are the numbers of faults injected, by operation kind and fault

@@ -19,11 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/internal/faults/remote"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
-	"github.com/commitptr/commitptr/store/minio"
-	"github.com/commitptr/commitptr/store/s3"
 )
 
 func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
@@ -36,33 +35,156 @@ func only(k faults.Kind) faults.Rates {
 }
 
 func TestClassify(t *testing.T) {
+	const (
+		put, get, head, del, list = store.OpPut, store.OpGet, store.OpHead, store.OpDelete, store.OpList
+		none, ifMatch, create     = faults.Unconditional, faults.IfMatch, faults.IfNoneMatch
+	)
+	gcsObj := "http://h/storage/v1/b/bk/o/"
+	gcsUp := "http://h/upload/storage/v1/b/bk/o?uploadType="
+	azure := "http://127.0.0.1:10000/acct/c"
 	for _, c := range []struct {
+		p           faults.Protocol
 		method, url string
-		op          store.Op
+		header      string // "Name: value", or ""
+		want        faults.Request
 		ok          bool
 	}{
-		{"GET", "http://h/b/k", store.OpGet, true},
-		{"GET", "http://h/b/dir/k?x-id=GetObject", store.OpGet, true},
-		{"GET", "http://h/b?list-type=2&prefix=p", store.OpList, true},
-		{"GET", "http://h/b/?list-type=2", store.OpList, true},
-		{"GET", "http://h/b?location=", 0, false},
-		{"HEAD", "http://h/b/k", store.OpHead, true},
-		{"HEAD", "http://h/b", 0, false},
-		{"PUT", "http://h/b/k", store.OpPut, true},
-		{"PUT", "http://h/b/k?partNumber=1&uploadId=u", store.OpPut, true},
-		{"PUT", "http://h/b", 0, false},
-		{"POST", "http://h/b/k?uploads=", store.OpPut, true},
-		{"POST", "http://h/b/k?uploadId=u", store.OpPut, true},
-		{"POST", "http://h/b?delete=", store.OpDeleteMany, true},
-		{"DELETE", "http://h/b/k", store.OpDelete, true},
-		{"DELETE", "http://h/b", 0, false},
+		{faults.S3, "GET", "http://h/b/k", "", faults.Request{Op: get, Key: "k", Cond: none}, true},
+		{faults.S3, "GET", "http://h/b/dir/k?x-id=GetObject", "", faults.Request{Op: get, Key: "dir/k", Cond: none}, true},
+		{faults.S3, "GET", "http://h/b?list-type=2&prefix=p", "", faults.Request{Op: list, Key: "p", Cond: none}, true},
+		{faults.S3, "GET", "http://h/b/?list-type=2", "", faults.Request{Op: list, Cond: none}, true},
+		{faults.S3, "GET", "http://h/b?location=", "", faults.Request{}, false},
+		{faults.S3, "HEAD", "http://h/b/k", "", faults.Request{Op: head, Key: "k", Cond: none}, true},
+		{faults.S3, "HEAD", "http://h/b", "", faults.Request{}, false},
+		{faults.S3, "PUT", "http://h/b/k", "If-None-Match: *", faults.Request{Op: put, Key: "k", Cond: create}, true},
+		{faults.S3, "PUT", "http://h/b/k", `If-Match: "e"`, faults.Request{Op: put, Key: "k", Cond: ifMatch}, true},
+		{faults.S3, "PUT", "http://h/b/k?partNumber=1&uploadId=u", "", faults.Request{Op: put, Key: "k", Cond: none}, true},
+		{faults.S3, "PUT", "http://h/b", "", faults.Request{}, false},
+		{faults.S3, "POST", "http://h/b/k?uploads=", "", faults.Request{Op: put, Key: "k", Cond: none}, true},
+		{faults.S3, "POST", "http://h/b/k?uploadId=u", "If-None-Match: *", faults.Request{Op: put, Key: "k", Cond: create}, true},
+		{faults.S3, "POST", "http://h/b?delete=", "", faults.Request{Op: store.OpDeleteMany, Cond: none}, true},
+		{faults.S3, "DELETE", "http://h/b/k", `If-Match: "e"`, faults.Request{Op: del, Key: "k", Cond: ifMatch}, true},
+		{faults.S3, "DELETE", "http://h/b", "", faults.Request{}, false},
+
+		{faults.GCS, "POST", gcsUp + "multipart&name=dir%2Fk+1&ifGenerationMatch=0", "", faults.Request{Op: put, Key: "dir/k 1", Cond: create}, true},
+		{faults.GCS, "POST", gcsUp + "multipart&name=k&ifGenerationMatch=17", "", faults.Request{Op: put, Key: "k", Cond: ifMatch}, true},
+		{faults.GCS, "POST", gcsUp + "resumable&name=big", "", faults.Request{Op: put, Key: "big", Cond: none}, true},
+		{faults.GCS, "PUT", gcsUp + "resumable&upload_id=u", "", faults.Request{Op: put, Cond: none}, true},
+		{faults.GCS, "GET", gcsObj + "dir%2Fk%201?alt=json", "", faults.Request{Op: head, Key: "dir/k 1", Cond: none}, true},
+		{faults.GCS, "GET", "http://h/storage/v1/b/bk/o?prefix=dir%2F&maxResults=1000", "", faults.Request{Op: list, Key: "dir/", Cond: none}, true},
+		{faults.GCS, "DELETE", gcsObj + "k?ifGenerationMatch=5", "", faults.Request{Op: del, Key: "k", Cond: ifMatch}, true},
+		{faults.GCS, "DELETE", gcsObj + "k", "", faults.Request{Op: del, Key: "k", Cond: none}, true},
+		{faults.GCS, "GET", "http://h/bk/dir%2Fk%201", "", faults.Request{Op: get, Key: "dir/k 1", Cond: none}, true},
+		{faults.GCS, "GET", "http://h/bk/k", "X-Goog-If-Generation-Match: 9", faults.Request{Op: get, Key: "k", Cond: ifMatch}, true},
+		{faults.GCS, "POST", "http://h/storage/v1/b?project=p", "", faults.Request{}, false},
+		{faults.GCS, "GET", "http://h/storage/v1/b/bk", "", faults.Request{}, false},
+		{faults.GCS, "DELETE", "http://h/storage/v1/b/bk", "", faults.Request{}, false},
+		{faults.GCS, "POST", gcsObj + "src/rewriteTo/b/bk/o/dst", "", faults.Request{}, false},
+		{faults.GCS, "GET", "http://h/_internal/healthcheck", "", faults.Request{}, false},
+		{faults.GCS, "GET", "http://h/bk", "", faults.Request{}, false},
+
+		{faults.Azure, "PUT", azure + "/dir%2Fk%201", "If-None-Match: *", faults.Request{Op: put, Key: "dir/k 1", Cond: create}, true},
+		{faults.Azure, "PUT", azure + "/k", `If-Match: "0x1"`, faults.Request{Op: put, Key: "k", Cond: ifMatch}, true},
+		{faults.Azure, "PUT", azure + "/k?comp=block&blockid=AA%3D%3D", "", faults.Request{Op: put, Key: "k", Cond: none}, true},
+		{faults.Azure, "PUT", azure + "/k?comp=blocklist", "", faults.Request{Op: put, Key: "k", Cond: none}, true},
+		{faults.Azure, "GET", azure + "/dir/k", "", faults.Request{Op: get, Key: "dir/k", Cond: none}, true},
+		{faults.Azure, "HEAD", azure + "/k", "", faults.Request{Op: head, Key: "k", Cond: none}, true},
+		{faults.Azure, "DELETE", azure + "/k", `If-Match: "0x1"`, faults.Request{Op: del, Key: "k", Cond: ifMatch}, true},
+		{faults.Azure, "GET", azure + "?restype=container&comp=list&prefix=p%2F", "", faults.Request{Op: list, Key: "p/", Cond: none}, true},
+		{faults.Azure, "PUT", azure + "?restype=container", "", faults.Request{}, false},
+		{faults.Azure, "DELETE", azure + "?restype=container", "", faults.Request{}, false},
+		{faults.Azure, "GET", "http://127.0.0.1:10000/acct?comp=list", "", faults.Request{}, false},
+		{faults.Azure, "PUT", "https://acct.blob.core.windows.net/c/dir/k", "", faults.Request{Op: put, Key: "dir/k", Cond: none}, true},
+		{faults.Azure, "GET", "https://acct.blob.core.windows.net/c?restype=container&comp=list", "", faults.Request{Op: list, Cond: none}, true},
+		{faults.Azure, "GET", "http://[::1]:10000/acct/c/k", "", faults.Request{Op: get, Key: "k", Cond: none}, true},
 	} {
-		t.Run(c.method+" "+c.url, func(t *testing.T) {
+		t.Run(c.p.String()+" "+c.method+" "+c.url, func(t *testing.T) {
 			req := httptest.NewRequest(c.method, c.url, nil)
-			op, ok := faults.Classify(req)
+			if name, value, ok := strings.Cut(c.header, ": "); ok {
+				req.Header.Set(name, value)
+			}
+			got, ok := c.p.Classify(req)
 			assert.Equal(t, c.ok, ok)
 			if c.ok {
-				assert.Equal(t, c.op, op)
+				assert.Equal(t, c.want, got)
+			}
+		})
+	}
+}
+
+// classified records the classification of each request a driver sends.
+type classified struct {
+	p    faults.Protocol
+	base http.RoundTripper
+	mu   sync.Mutex
+	reqs []faults.Request
+}
+
+func (c *classified) RoundTrip(r *http.Request) (*http.Response, error) {
+	if req, ok := c.p.Classify(r); ok {
+		c.mu.Lock()
+		c.reqs = append(c.reqs, req)
+		c.mu.Unlock()
+	}
+	return c.base.RoundTrip(r)
+}
+
+// take returns the requests recorded since the last take.
+func (c *classified) take() []faults.Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.reqs
+	c.reqs = nil
+	return r
+}
+
+// TestClassifyDriverRequests classifies the requests each real driver
+// sends for every store operation: a rule aimed at an operation, key and
+// precondition strikes the requests that carry them, on every protocol.
+func TestClassifyDriverRequests(t *testing.T) {
+	const key = "dir/k 1"
+	for _, driver := range []string{"s3", "minio", "gcs", "azblob"} {
+		t.Run(driver, func(t *testing.T) {
+			ctx := context.Background()
+			rec := &classified{p: remote.Protocol(driver)}
+			s := remote.OpenWith(t, driver, func(base http.RoundTripper) http.RoundTripper {
+				rec.base = base
+				return rec
+			}).Faulty
+			one := func(op store.Op, key string, cond faults.Cond) []faults.Request {
+				return []faults.Request{{Op: op, Key: key, Cond: cond}}
+			}
+			a, err := s.Put(ctx, key, strings.NewReader("v1"), store.PutOptions{IfNoneMatch: true})
+			require.NoError(t, err)
+			assert.Equal(t, one(store.OpPut, key, faults.IfNoneMatch), rec.take(), "create")
+			a, err = s.Put(ctx, key, strings.NewReader("v2"), store.PutOptions{IfMatch: a.ETag})
+			require.NoError(t, err)
+			assert.Equal(t, one(store.OpPut, key, faults.IfMatch), rec.take(), "conditional write")
+			_, err = s.Put(ctx, "other", strings.NewReader("v"), store.PutOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, one(store.OpPut, "other", faults.Unconditional), rec.take(), "write")
+			rc, _, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			_, err = io.ReadAll(rc)
+			require.NoError(t, err)
+			rc.Close()
+			assert.Equal(t, one(store.OpGet, key, faults.Unconditional), rec.take(), "get")
+			_, err = s.Head(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, one(store.OpHead, key, faults.Unconditional), rec.take(), "head")
+			_, err = s.List(ctx, store.ListRequest{Prefix: "dir/"})
+			require.NoError(t, err)
+			assert.Equal(t, one(store.OpList, "dir/", faults.Unconditional), rec.take(), "list")
+			require.NoError(t, s.Delete(ctx, key, store.DeleteOptions{IfMatch: a.ETag}))
+			assert.Equal(t, one(store.OpDelete, key, faults.IfMatch), rec.take(), "conditional delete")
+			require.NoError(t, s.Delete(ctx, "other", store.DeleteOptions{}))
+			assert.Equal(t, one(store.OpDelete, "other", faults.Unconditional), rec.take(), "delete")
+			require.NoError(t, s.DeleteMany(ctx, []string{"x", "y"}))
+			if driver == "s3" || driver == "minio" {
+				assert.Equal(t, one(store.OpDeleteMany, "", faults.Unconditional), rec.take(), "delete-many")
+			} else {
+				assert.ElementsMatch(t, append(one(store.OpDelete, "x", faults.Unconditional), one(store.OpDelete, "y", faults.Unconditional)...),
+					rec.take(), "delete-many: a delete per key")
 			}
 		})
 	}
@@ -102,6 +224,7 @@ func TestTransport(t *testing.T) {
 		{name: "409 conditional", kind: faults.Conflict, method: "PUT", cond: true, status: 409, code: "ConditionalRequestConflict"},
 		{name: "409 skips unconditional", kind: faults.Conflict, method: "PUT", sent: true, status: 200},
 		{name: "latency", kind: faults.Latency, method: "GET", sent: true, status: 200},
+		{name: "held", kind: faults.Held, method: "PUT", sent: true, status: 200},
 		{name: "cut", kind: faults.Cut, method: "GET", sent: true, status: 200, bodyError: true},
 		{name: "cut skips put", kind: faults.Cut, method: "PUT", sent: true, status: 200},
 	} {
@@ -143,6 +266,139 @@ func TestTransport(t *testing.T) {
 			assert.Equal(t, c.sent, rec.n.Load() == 1, "sent")
 		})
 	}
+}
+
+// TestAnswers: the faults that are not sent are answered as each API's
+// servers answer them, and a 409 ConditionalRequestConflict, which only S3
+// has, is never injected on the others.
+func TestAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		p      faults.Protocol
+		kind   faults.Kind
+		method string
+		path   string // under the server's URL
+		status int
+		want   string // in the body, or in the header for Azure
+	}{
+		{"s3 500", faults.S3, faults.Internal, "PUT", "/b/k", 500, "<Code>InternalError</Code>"},
+		{"s3 503", faults.S3, faults.SlowDown, "GET", "/b/k", 503, "<Code>SlowDown</Code>"},
+		{"s3 409", faults.S3, faults.Conflict, "PUT", "/b/k", 409, "<Code>ConditionalRequestConflict</Code>"},
+		{"gcs 500", faults.GCS, faults.Internal, "POST", "/upload/storage/v1/b/bk/o?uploadType=multipart&name=k&ifGenerationMatch=0", 500, `"reason":"backendError"`},
+		{"gcs 429", faults.GCS, faults.SlowDown, "DELETE", "/storage/v1/b/bk/o/k", 429, `"reason":"rateLimitExceeded"`},
+		{"gcs download 500", faults.GCS, faults.Internal, "GET", "/bk/k", 500, "<Code>InternalError</Code>"},
+		{"gcs no 409", faults.GCS, faults.Conflict, "POST", "/upload/storage/v1/b/bk/o?uploadType=multipart&name=k&ifGenerationMatch=0", 200, ""},
+		{"azure 500", faults.Azure, faults.Internal, "PUT", "/acct/c/k", 500, "InternalError"},
+		{"azure 503", faults.Azure, faults.SlowDown, "GET", "/acct/c/k", 503, "ServerBusy"},
+		{"azure no 409", faults.Azure, faults.Conflict, "PUT", "/acct/c/k", 200, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			in := faults.New(faults.Config{Rates: faults.Uniform(only(c.kind))})
+			client := &http.Client{Transport: in.TransportFor(c.p, nil)}
+			req, err := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader("body"))
+			require.NoError(t, err)
+			req.Header.Set("If-None-Match", "*")
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, c.status, resp.StatusCode)
+			if c.status == 200 {
+				assert.EqualValues(t, 1, rec.n.Load(), "sent")
+				assert.Zero(t, in.Counts().Total(), "not counted")
+				return
+			}
+			assert.Zero(t, rec.n.Load(), "not sent")
+			assert.Equal(t, c.kind.String(), resp.Header.Get(faults.FaultHeader))
+			assert.EqualValues(t, len(body), resp.ContentLength)
+			if c.p == faults.Azure {
+				assert.Equal(t, c.want, resp.Header.Get("X-Ms-Error-Code"))
+			}
+			assert.Contains(t, string(body), c.want)
+		})
+	}
+}
+
+// TestRules: a rule strikes the requests of its operation, key prefix and
+// precondition, as many times as it says and before the drawn faults, and
+// its Then runs while the request is held: after the store applied it for
+// held, lost and reset responses, before it is sent for latency, instead
+// of sending it for the failures.
+func TestRules(t *testing.T) {
+	t.Run("aim", func(t *testing.T) {
+		ctx := context.Background()
+		in := faults.New(faults.Config{Rates: faults.Uniform(only(faults.Refused)), MaxLatency: time.Millisecond})
+		in.Add(faults.Rule{Op: store.OpPut, Key: "p/", Cond: faults.IfMatch, Kind: faults.Conflict, Times: 1})
+		in.Add(faults.Rule{Op: store.OpPut, Key: "p/", Kind: faults.Latency, Times: 4})
+		in.Add(faults.Rule{Op: store.OpPut, Kind: faults.Internal})
+		m := mem.New()
+		s := in.Store(m, 0)
+		put := func(key string, opts store.PutOptions) error {
+			_, err := s.Put(ctx, key, strings.NewReader("v"), opts)
+			return err
+		}
+		require.NoError(t, put("p/a", store.PutOptions{IfNoneMatch: true}), "the second rule")
+		a, err := m.Head(ctx, "p/a")
+		require.NoError(t, err)
+		require.ErrorIs(t, put("p/a", store.PutOptions{IfMatch: a.ETag}), store.ErrConflict, "the first rule")
+		require.NoError(t, put("p/a", store.PutOptions{IfMatch: a.ETag}), "the first rule struck once")
+		require.NoError(t, put("p/b", store.PutOptions{}))
+		require.NoError(t, put("p/c", store.PutOptions{}))
+		err = put("p/d", store.PutOptions{})
+		require.Error(t, err, "the second rule struck four times, the third strikes every put")
+		assert.Contains(t, err.Error(), "injected 500")
+		_, _, err = s.Get(ctx, "p/a")
+		assert.Contains(t, err.Error(), "connection refused", "gets are drawn")
+		in.Clear()
+		require.Error(t, put("p/e", store.PutOptions{}), "drawn once the rules are gone")
+		c := in.Counts()
+		assert.EqualValues(t, 1, c.Injected[store.OpPut][faults.Conflict])
+		assert.EqualValues(t, 4, c.Injected[store.OpPut][faults.Latency])
+		assert.EqualValues(t, 1, c.Injected[store.OpPut][faults.Internal])
+		assert.EqualValues(t, 1, c.Injected[store.OpPut][faults.Refused])
+	})
+
+	t.Run("then", func(t *testing.T) {
+		for _, c := range []struct {
+			kind         faults.Kind
+			sentAtThen   bool // the server had the request when Then ran
+			answered     bool // the client got the server's response
+			sentInTheEnd bool
+		}{
+			{faults.Held, true, true, true},
+			{faults.Lost, true, false, true},
+			{faults.Reset, true, false, true},
+			{faults.Latency, false, true, true},
+			{faults.Refused, false, false, false},
+			{faults.Internal, false, false, false},
+			{faults.Cut, true, true, true},
+		} {
+			t.Run(c.kind.String(), func(t *testing.T) {
+				rec := &recorder{}
+				srv := httptest.NewServer(rec)
+				defer srv.Close()
+				in := faults.New(faults.Config{})
+				var atThen int64 = -1
+				in.Add(faults.Rule{Op: store.OpGet, Key: "k", Kind: c.kind, Times: 1, Then: func() { atThen = rec.n.Load() }})
+				client := &http.Client{Transport: in.TransportFor(faults.Azure, nil)}
+				resp, err := client.Get(srv.URL + "/acct/c/k")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				assert.Equal(t, c.sentAtThen, atThen == 1, "sent when Then ran")
+				assert.Equal(t, c.answered, err == nil && resp.StatusCode == http.StatusOK, "answered: %v", err)
+				assert.Equal(t, c.sentInTheEnd, rec.n.Load() == 1)
+				resp, err = client.Get(srv.URL + "/acct/c/k")
+				require.NoError(t, err, "the rule struck once")
+				resp.Body.Close()
+			})
+		}
+	})
 }
 
 func TestCountsAndDeterminism(t *testing.T) {
@@ -258,54 +514,75 @@ func TestConcurrentUse(t *testing.T) {
 	t.Log(c)
 }
 
-// remote returns the s3 or minio driver on a fresh bucket of the shared
-// test server, sending its requests through in's transport.
-func remote(t *testing.T, driver string, in *faults.Injector) store.Store {
-	t.Helper()
-	srv := s3server.Shared(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
-	ctx := context.Background()
-	var s store.Store
-	var err error
-	switch driver {
-	case "s3":
-		s, err = s3.New(ctx, s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-			HTTPClient: &http.Client{Transport: in.Transport(nil)}})
-	case "minio":
-		s, err = minio.New(ctx, minio.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-			Transport: in.Transport(nil)})
-	}
-	require.NoError(t, err)
-	return s
-}
-
 // TestSDKRetryMeetsItsOwnWrite shows the shape every conditional-write
-// caller must handle: the response to an applied create is lost, the SDK
-// retries, and the retry is refused by the write it already made.
+// caller must handle, on every protocol: the response to an applied write
+// is lost, the SDK retries, and the retry is refused by the write it
+// already made. A create and a write of a version then fail with a failed
+// precondition, and a conditional delete succeeds (its key is gone). When
+// every attempt's response is lost, the error is the lost response, never
+// a failed precondition, a conflict or a missing key: the outcome is
+// unknown.
 func TestSDKRetryMeetsItsOwnWrite(t *testing.T) {
-	for _, driver := range []string{"s3", "minio"} {
+	for _, driver := range []string{"s3", "minio", "gcs", "azblob"} {
 		t.Run(driver, func(t *testing.T) {
 			ctx := context.Background()
-			// Half the creates lose their response; the SDK retries them
-			// and the retry meets the create it already made.
-			in := faults.New(faults.Config{Seed: 5, Rates: map[store.Op]faults.Rates{store.OpPut: {faults.Lost: 0.5}}})
-			s := remote(t, driver, in)
-			var spurious int
-			for i := range 20 {
-				key := "k" + string(rune('a'+i))
-				_, err := s.Put(ctx, key, strings.NewReader("v"), store.PutOptions{IfNoneMatch: true})
-				if errors.Is(err, store.ErrPrecondition) {
-					spurious++
-					_, herr := s.Head(ctx, key)
-					for faults.IsInjected(herr) {
-						_, herr = s.Head(ctx, key)
-					}
-					require.NoError(t, herr, "the refused create is there: it was our own")
+			in := faults.New(faults.Config{})
+			p := remote.Open(t, driver, in)
+			s := p.Faulty
+			lose := func(op store.Op, cond faults.Cond, times int) {
+				in.Clear()
+				in.Add(faults.Rule{Op: op, Key: "k", Cond: cond, Kind: faults.Lost, Times: times})
+			}
+			unknown := func(err error) {
+				t.Helper()
+				require.Error(t, err)
+				assert.True(t, faults.IsInjected(err), "%v", err)
+				for _, class := range []error{store.ErrPrecondition, store.ErrConflict, store.ErrNotExist} {
+					assert.NotErrorIs(t, err, class)
 				}
 			}
-			t.Logf("%d spurious 412s in 20 creates; %v", spurious, in.Counts())
-			assert.Positive(t, spurious)
+			body := func() string {
+				t.Helper()
+				rc, _, err := p.Clean.Get(ctx, "k")
+				require.NoError(t, err)
+				defer rc.Close()
+				b, err := io.ReadAll(rc)
+				require.NoError(t, err)
+				return string(b)
+			}
+
+			lose(store.OpPut, faults.IfNoneMatch, 1)
+			_, err := s.Put(ctx, "k", strings.NewReader("v1"), store.PutOptions{IfNoneMatch: true})
+			require.ErrorIs(t, err, store.ErrPrecondition, "the create's retry meets the create")
+			assert.Equal(t, "v1", body(), "the refused create is there: it was our own")
+
+			a, err := p.Clean.Head(ctx, "k")
+			require.NoError(t, err)
+			lose(store.OpPut, faults.IfMatch, 1)
+			_, err = s.Put(ctx, "k", strings.NewReader("v2"), store.PutOptions{IfMatch: a.ETag})
+			require.ErrorIs(t, err, store.ErrPrecondition, "the write's retry meets the write")
+			assert.Equal(t, "v2", body())
+
+			a, err = p.Clean.Head(ctx, "k")
+			require.NoError(t, err)
+			lose(store.OpPut, faults.IfMatch, 0)
+			_, err = s.Put(ctx, "k", strings.NewReader("v3"), store.PutOptions{IfMatch: a.ETag})
+			unknown(err)
+			assert.Equal(t, "v3", body())
+
+			a, err = p.Clean.Head(ctx, "k")
+			require.NoError(t, err)
+			lose(store.OpDelete, faults.IfMatch, 1)
+			require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{IfMatch: a.ETag}), "the delete's retry finds the key gone")
+			_, err = p.Clean.Head(ctx, "k")
+			require.ErrorIs(t, err, store.ErrNotExist)
+
+			lose(store.OpPut, faults.IfNoneMatch, 0)
+			_, err = s.Put(ctx, "k", strings.NewReader("v4"), store.PutOptions{IfNoneMatch: true})
+			unknown(err)
+			assert.Equal(t, "v4", body())
+			c := in.Counts()
+			assert.GreaterOrEqual(t, c.Injected[store.OpPut][faults.Lost], int64(1+1+2+2), "the SDK retried: %v", c)
 		})
 	}
 }
@@ -314,14 +591,14 @@ func TestSDKRetryMeetsItsOwnWrite(t *testing.T) {
 // kind on the real drivers: nothing panics, and each error is classified or
 // wrapped with its operation.
 func TestDriversSurviveEveryFault(t *testing.T) {
-	for _, driver := range []string{"s3", "minio"} {
+	for _, driver := range []string{"s3", "minio", "gcs", "azblob"} {
 		t.Run(driver, func(t *testing.T) {
 			ctx := context.Background()
 			in := faults.New(faults.Config{Seed: 9, Rates: faults.Uniform(faults.Rates{
 				faults.Lost: 0.05, faults.Reset: 0.05, faults.Refused: 0.05, faults.Internal: 0.05,
-				faults.SlowDown: 0.05, faults.Conflict: 0.1, faults.Latency: 0.05, faults.Cut: 0.1,
+				faults.SlowDown: 0.05, faults.Conflict: 0.1, faults.Latency: 0.05, faults.Cut: 0.1, faults.Held: 0.05,
 			}), MaxLatency: 5 * time.Millisecond})
-			s := remote(t, driver, in)
+			s := remote.Open(t, driver, in).Faulty
 			for i := range 12 {
 				key := "k" + string(rune('a'+i%5))
 				s.Put(ctx, key, strings.NewReader(strings.Repeat("v", 100)), store.PutOptions{})

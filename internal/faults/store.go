@@ -19,7 +19,9 @@ import (
 // conditional write whose first try was applied gets ErrPrecondition.
 //
 // A 409 is not retried (neither SDK does) and surfaces as
-// store.ErrConflict. A Cut fault breaks a Get's body off partway.
+// store.ErrConflict. A Cut fault breaks a Get's body off partway, and a
+// Held one delays the result of a call that was made. Rules strike as on
+// the S3 transport.
 func (in *Injector) Store(s store.Store, retries int) store.Store {
 	return &faultStore{s: s, in: in, retries: retries}
 }
@@ -35,28 +37,46 @@ func (f *faultStore) Unwrap() store.Store { return f.s }
 
 // run performs one operation with faults and emulated retries. call sends
 // the request once; it receives the fault kind so that a Get can cut its
-// body. drop releases what a call returned when its response is lost.
-func (f *faultStore) run(ctx context.Context, op store.Op, key string, cond bool, call func(k Kind) error, drop func()) error {
+// body. drop releases what a call returned when its response is lost. Its
+// errors name key.
+func (f *faultStore) run(ctx context.Context, r Request, key string, call func(k Kind) error, drop func()) error {
+	op := r.Op
 	for attempt := 0; ; attempt++ {
-		k, lat := f.in.roll(op, cond)
+		ft := f.in.roll(r, S3)
 		var ferr error
-		switch k {
-		case none, Cut:
-			return call(k)
+		switch ft.kind {
+		case none:
+			return call(none)
+		case Cut:
+			err := call(Cut)
+			ft.hold()
+			return err
 		case Latency:
-			if err := ctxtime.Sleep(ctx, lat); err != nil {
+			if err := ft.wait(ctx); err != nil {
 				return store.Wrap(op.String(), key, nil, err)
 			}
-			return call(k)
+			return call(Latency)
+		case Held:
+			err := call(Held)
+			if werr := ft.wait(ctx); werr != nil {
+				if err == nil && drop != nil {
+					drop()
+				}
+				return store.Wrap(op.String(), key, nil, werr)
+			}
+			return err
 		case Conflict:
-			return store.Wrap(op.String(), key, store.ErrConflict, &Error{Kind: k, Op: op})
+			ft.hold()
+			return store.Wrap(op.String(), key, store.ErrConflict, &Error{Kind: ft.kind, Op: op})
 		case Lost, Reset:
-			if call(k) == nil && drop != nil {
+			if call(ft.kind) == nil && drop != nil {
 				drop()
 			}
-			ferr = &Error{Kind: k, Op: op}
+			ft.hold()
+			ferr = &Error{Kind: ft.kind, Op: op}
 		default: // Refused, Internal, SlowDown: not sent
-			ferr = &Error{Kind: k, Op: op}
+			ft.hold()
+			ferr = &Error{Kind: ft.kind, Op: op}
 		}
 		if attempt >= f.retries {
 			return store.Wrap(op.String(), key, nil, ferr)
@@ -67,10 +87,21 @@ func (f *faultStore) run(ctx context.Context, op store.Op, key string, cond bool
 	}
 }
 
+// cond returns the precondition of a write or delete.
+func cond(ifMatch string, ifNoneMatch bool) Cond {
+	switch {
+	case ifNoneMatch:
+		return IfNoneMatch
+	case ifMatch != "":
+		return IfMatch
+	}
+	return Unconditional
+}
+
 func (f *faultStore) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	var rc io.ReadCloser
 	var attrs store.Attrs
-	err := f.run(ctx, store.OpGet, key, false, func(k Kind) error {
+	err := f.run(ctx, Request{Op: store.OpGet, Key: key, Cond: Unconditional}, key, func(k Kind) error {
 		var err error
 		rc, attrs, err = f.s.Get(ctx, key)
 		if err == nil && k == Cut && attrs.Size > 1 {
@@ -86,7 +117,7 @@ func (f *faultStore) Get(ctx context.Context, key string) (io.ReadCloser, store.
 
 func (f *faultStore) Head(ctx context.Context, key string) (store.Attrs, error) {
 	var attrs store.Attrs
-	err := f.run(ctx, store.OpHead, key, false, func(Kind) error {
+	err := f.run(ctx, Request{Op: store.OpHead, Key: key, Cond: Unconditional}, key, func(Kind) error {
 		var err error
 		attrs, err = f.s.Head(ctx, key)
 		return err
@@ -103,7 +134,7 @@ func (f *faultStore) Put(ctx context.Context, key string, body io.Reader, opts s
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 	var attrs store.Attrs
-	err = f.run(ctx, store.OpPut, key, opts.IfMatch != "" || opts.IfNoneMatch, func(Kind) error {
+	err = f.run(ctx, Request{Op: store.OpPut, Key: key, Cond: cond(opts.IfMatch, opts.IfNoneMatch)}, key, func(Kind) error {
 		var err error
 		attrs, err = f.s.Put(ctx, key, bytes.NewReader(b), opts)
 		return err
@@ -115,7 +146,7 @@ func (f *faultStore) Put(ctx context.Context, key string, body io.Reader, opts s
 }
 
 func (f *faultStore) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
-	return f.run(ctx, store.OpDelete, key, opts.IfMatch != "", func(Kind) error {
+	return f.run(ctx, Request{Op: store.OpDelete, Key: key, Cond: cond(opts.IfMatch, false)}, key, func(Kind) error {
 		return f.s.Delete(ctx, key, opts)
 	}, nil)
 }
@@ -125,14 +156,14 @@ func (f *faultStore) DeleteMany(ctx context.Context, keys []string) error {
 	if len(keys) > 0 {
 		first = keys[0]
 	}
-	return f.run(ctx, store.OpDeleteMany, first, false, func(Kind) error {
+	return f.run(ctx, Request{Op: store.OpDeleteMany, Cond: Unconditional}, first, func(Kind) error {
 		return f.s.DeleteMany(ctx, keys)
 	}, nil)
 }
 
 func (f *faultStore) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	var page store.ListPage
-	err := f.run(ctx, store.OpList, req.Prefix, false, func(Kind) error {
+	err := f.run(ctx, Request{Op: store.OpList, Key: req.Prefix, Cond: Unconditional}, req.Prefix, func(Kind) error {
 		var err error
 		page, err = f.s.List(ctx, req)
 		return err

@@ -2,13 +2,9 @@ package faults
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
-	"time"
 
-	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/store"
 )
@@ -17,99 +13,68 @@ import (
 const FaultHeader = "X-Commitptr-Fault"
 
 // Transport returns an http.RoundTripper that injects faults into the S3
-// requests it passes to base (http.DefaultTransport if nil). Give it to the
-// s3 driver as Options.HTTPClient's Transport and to the minio driver as
-// Options.Transport. Requests are classified by Classify; requests of no
-// operation kind (bucket-level ones) pass through untouched.
+// requests it passes to base: TransportFor(S3, base). Give it to the s3
+// driver as Options.HTTPClient's Transport and to the minio driver as
+// Options.Transport.
 func (in *Injector) Transport(base http.RoundTripper) http.RoundTripper {
+	return in.TransportFor(S3, base)
+}
+
+// TransportFor returns an http.RoundTripper that injects faults into the
+// requests of protocol p it passes to base (http.DefaultTransport if nil).
+// Give it to the gcs driver as Options.Transport, and to the azblob driver
+// as Options.HTTPClient's Transport. Requests are classified by
+// p.Classify; requests on no object pass through untouched, and the
+// faults that are not sent are answered as p's servers answer them.
+func (in *Injector) TransportFor(p Protocol, base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &transport{in: in, base: base}
+	return &transport{in: in, p: p, base: base}
 }
 
 type transport struct {
 	in   *Injector
+	p    Protocol
 	base http.RoundTripper
 }
 
-// Classify returns the operation kind of an S3 request in path-style
-// addressing (endpoint/bucket/key), and false for bucket-level requests:
-//
-//	GET  /b?list-type=2          list
-//	GET  /b/key                  get
-//	HEAD /b/key                  head
-//	PUT  /b/key                  put (also multipart parts)
-//	POST /b/key?uploads|uploadId put (multipart create and complete)
-//	DELETE /b/key                delete (also multipart abort)
-//	POST /b?delete               delete-many
+// Classify returns the operation kind of an S3 request, and false for
+// bucket-level requests: see Protocol.Classify.
 func Classify(r *http.Request) (store.Op, bool) {
-	q := r.URL.Query()
-	path := strings.TrimPrefix(r.URL.Path, "/")
-	_, key, _ := strings.Cut(path, "/")
-	hasKey := key != ""
-	switch r.Method {
-	case http.MethodGet:
-		if q.Has("list-type") {
-			return store.OpList, true
-		}
-		return store.OpGet, hasKey
-	case http.MethodHead:
-		return store.OpHead, hasKey
-	case http.MethodPut:
-		return store.OpPut, hasKey
-	case http.MethodDelete:
-		return store.OpDelete, hasKey
-	case http.MethodPost:
-		if q.Has("delete") {
-			return store.OpDeleteMany, true
-		}
-		if hasKey && (q.Has("uploads") || q.Has("uploadId")) {
-			return store.OpPut, true
-		}
-	}
-	return 0, false
-}
-
-func conditional(r *http.Request) bool {
-	return r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != ""
+	req, ok := S3.Classify(r)
+	return req.Op, ok
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	op, ok := Classify(req)
+	r, ok := t.p.Classify(req)
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	k, lat := t.in.roll(op, conditional(req))
-	switch k {
+	f := t.in.roll(r, t.p)
+	op := r.Op
+	switch f.kind {
 	case none:
 		return t.base.RoundTrip(req)
 	case Latency:
-		if err := ctxtime.Sleep(req.Context(), lat); err != nil {
+		if err := f.wait(req.Context()); err != nil {
 			closeBody(req)
 			return nil, err
 		}
 		return t.base.RoundTrip(req)
-	case Refused:
+	case Refused, Internal, SlowDown, Conflict:
 		closeBody(req)
-		return nil, &Error{Kind: k, Op: op}
-	case Internal:
-		closeBody(req)
-		return errorResponse(req, k, http.StatusInternalServerError, "InternalError",
-			"We encountered an internal error. Please try again."), nil
-	case SlowDown:
-		closeBody(req)
-		return errorResponse(req, k, http.StatusServiceUnavailable, "SlowDown",
-			"Please reduce your request rate."), nil
-	case Conflict:
-		closeBody(req)
-		return errorResponse(req, k, http.StatusConflict, "ConditionalRequestConflict",
-			"A conflicting conditional operation is currently in progress against this resource. Please try again."), nil
-	case Lost, Reset:
+		f.hold()
+		if f.kind == Refused {
+			return nil, &Error{Kind: f.kind, Op: op}
+		}
+		return t.p.answer(req, f.kind), nil
+	case Lost, Reset, Held:
 		// net/http may go on reading a request body after RoundTrip
 		// returns, and minio-go seeks that body to retry: send a copy, so
-		// the retry that follows our error cannot race the first send.
+		// the retry that follows a lost or reset response cannot race the
+		// first send.
 		req, err := detach(req)
 		if err != nil {
 			return nil, err
@@ -118,19 +83,28 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err // a real failure; nothing to add
 		}
+		if f.kind == Held {
+			if err := f.wait(req.Context()); err != nil {
+				resp.Body.Close()
+				return nil, err
+			}
+			return resp, nil
+		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return nil, &Error{Kind: k, Op: op}
+		f.hold()
+		return nil, &Error{Kind: f.kind, Op: op}
 	case Cut:
 		resp, err := t.base.RoundTrip(req)
 		if err != nil || resp.StatusCode != http.StatusOK || resp.ContentLength == 0 {
 			return resp, err
 		}
-		n := int64(0)
-		if resp.ContentLength > 1 {
-			n = int64(lat) % resp.ContentLength // some prefix, strictly shorter
+		f.hold()
+		n := resp.ContentLength / 2
+		if !f.rule && resp.ContentLength > 1 {
+			n = int64(f.delay) % resp.ContentLength // some prefix, strictly shorter
 		}
-		resp.Body = faultstore.CutBody(resp.Body, n, &Error{Kind: k, Op: op})
+		resp.Body = faultstore.CutBody(resp.Body, n, &Error{Kind: f.kind, Op: op})
 		return resp, nil
 	}
 	return t.base.RoundTrip(req)
@@ -156,34 +130,4 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
-}
-
-// errorResponse builds an S3-style XML error response.
-func errorResponse(req *http.Request, k Kind, status int, code, msg string) *http.Response {
-	id := fmt.Sprintf("FAULT%016X", time.Now().UnixNano())
-	body := ""
-	if req.Method != http.MethodHead {
-		body = fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message><Resource>%s</Resource><RequestId>%s</RequestId></Error>",
-			code, msg, xmlEscape(req.URL.Path), id)
-	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/xml")
-	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	h.Set("X-Amz-Request-Id", id)
-	h.Set(FaultHeader, k.String())
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		StatusCode:    status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
-}
-
-func xmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
