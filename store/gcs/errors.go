@@ -25,6 +25,23 @@ func (s *Store) classify(op, key string, err error) error {
 	return store.Wrap(op, key, class, cause)
 }
 
+// putError classifies an error of an upload. Cloud Storage answers 404 to
+// an upload into a missing bucket, and also to a chunk of a resumable
+// upload whose session is gone, which the client's retry meets when the
+// response to the last chunk was lost after the object was written. So a
+// 404 is the bucket's only when a listing finds the bucket missing;
+// otherwise the outcome is unknown.
+func (s *Store) putError(ctx context.Context, key string, err error) error {
+	if ge, ok := errors.AsType[*googleapi.Error](err); !ok || ge.Code != http.StatusNotFound {
+		return s.classify("put", key, err)
+	}
+	_, lerr := s.List(ctx, store.ListRequest{Prefix: key, MaxKeys: 1})
+	if errors.Is(lerr, store.ErrNoBucket) {
+		return s.classify("put", key, err)
+	}
+	return store.Wrap("put", key, nil, fmt.Errorf("HTTP 404, yet bucket %q at %s exists: the upload session is gone, and the object may have been written: %w", s.name, s.endpoint, err))
+}
+
 // sort finds err's class and says what the library's message does not:
 // the bucket for a missing bucket, the endpoint for a server that cannot be
 // reached.
@@ -44,7 +61,8 @@ func (s *Store) sort(op string, err error) (class, cause error) {
 		case http.StatusNotFound:
 			// An upload names no object that could be missing: Cloud
 			// Storage answers a generation condition on a missing object
-			// with 412. A 404 is the bucket's.
+			// with 412. A 404 is the bucket's, or the upload session's,
+			// which putError tells apart.
 			if op == "put" {
 				return noBucket(cause)
 			}

@@ -392,10 +392,10 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if _, err := io.Copy(w, src); err != nil {
 		cancel() // abandons the upload; Close then reports why
 		w.Close()
-		return store.Attrs{}, s.classify("put", key, err)
+		return store.Attrs{}, s.putError(ctx, key, err)
 	}
 	if err := w.Close(); err != nil {
-		return store.Attrs{}, s.classify("put", key, err)
+		return store.Attrs{}, s.putError(ctx, key, err)
 	}
 	a := attrsOf(w.Attrs())
 	a.ServerTime = x.serverTime()
