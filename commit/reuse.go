@@ -166,12 +166,12 @@ func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
 	for _, r := range files {
 		e := r.entry
 		g.Go(func() error {
-			f, _, err := openLocal(r.local, r.opts)
+			f, fi, err := openLocal(r.local, r.opts)
 			if err != nil {
 				return fmt.Errorf("commit: upload %q again: %w", e.Path, err)
 			}
 			defer f.Close()
-			if err := tx.put(gctx, e.Path, f, e.Size, fileAttrs{mode: e.Mode, mtime: e.MTime}, ""); err != nil {
+			if err := tx.putLocal(gctx, e.Path, f, fi, e.Size, fileAttrs{mode: e.Mode, mtime: e.MTime}, r.opts); err != nil {
 				return err
 			}
 			tx.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/localfile"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -295,8 +296,21 @@ func attrsOf(fi fs.FileInfo) fileAttrs {
 
 // put stages r at path. With want set, the content must have that sha256.
 func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, attrs fileAttrs, want string) error {
-	if err := generation.CheckPath(path); err != nil {
+	e, err := tx.upload(ctx, path, r, size, attrs, want)
+	if err != nil {
 		return err
+	}
+	if err := tx.add(e); err != nil {
+		return fmt.Errorf("commit: stage %q: %w", path, err)
+	}
+	return nil
+}
+
+// upload writes r to a fresh key of path, as put does, and returns the
+// entry without adding it to the Tx.
+func (tx *Tx) upload(ctx context.Context, path string, r io.Reader, size int64, attrs fileAttrs, want string) (generation.Entry, error) {
+	if err := generation.CheckPath(path); err != nil {
+		return generation.Entry{}, err
 	}
 	// Record the key before the PUT: a PUT that fails may still have
 	// landed, and Discard must remove it.
@@ -304,7 +318,7 @@ func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, att
 	key, err := tx.claimKey(path)
 	tx.mu.Unlock()
 	if err != nil {
-		return err
+		return generation.Entry{}, err
 	}
 	h := sha256.New()
 	counted := &countingReader{r: io.TeeReader(r, h)}
@@ -319,18 +333,73 @@ func (tx *Tx) put(ctx context.Context, path string, r io.Reader, size int64, att
 		body = zr
 	}
 	if _, err := tx.d.s.Put(ctx, key, body, opts); err != nil {
-		return fmt.Errorf("commit: stage %q: %w", path, err)
+		return generation.Entry{}, fmt.Errorf("commit: stage %q: %w", path, err)
 	}
 	if size > 0 && counted.n != size {
-		return fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
+		return generation.Entry{}, fmt.Errorf("commit: stage %q: read %d bytes, expected %d (file changed while publishing?)", path, counted.n, size)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if want != "" && sum != want {
-		return fmt.Errorf("commit: stage %q: the content differs from the entry: sha256 %s, not %s", path, sum, want)
+		return generation.Entry{}, fmt.Errorf("commit: stage %q: the content differs from the entry: sha256 %s, not %s", path, sum, want)
 	}
-	if err := tx.add(generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: sum, Encoding: encoding,
-		Mode: attrs.mode, MTime: attrs.mtime}); err != nil {
+	return generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: sum, Encoding: encoding,
+		Mode: attrs.mode, MTime: attrs.mtime}, nil
+}
+
+// putLocal stages the local file f at path, as put does, reading at most
+// the size fi, its state when it was opened, gives. Unless o ignores
+// changes, it fails with a *ChangedError when f no longer is as fi says
+// after the upload: what was read may mix old and new content. A failed
+// upload of a file that changed fails the same way, naming the file
+// instead of the byte counts the store saw.
+func (tx *Tx) putLocal(ctx context.Context, path string, f *os.File, fi fs.FileInfo, size int64, attrs fileAttrs, o fileOptions) error {
+	e, err := tx.upload(ctx, path, io.LimitReader(f, fi.Size()), size, attrs, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			if cerr := changedSince(path, f, fi); cerr != nil {
+				return cerr
+			}
+		}
+		return err
+	}
+	if !o.ignoreChanges {
+		if err := changedSince(path, f, fi); err != nil {
+			return err
+		}
+	}
+	if err := tx.add(e); err != nil {
 		return fmt.Errorf("commit: stage %q: %w", path, err)
+	}
+	return nil
+}
+
+// ErrChanged is what a *ChangedError matches with errors.Is.
+var ErrChanged = errors.New("changed while it was read")
+
+// ChangedError reports a local file that changed while PutFile read it
+// (see IgnoreChanges).
+type ChangedError struct {
+	Path  string // the path in the dataset
+	Local string // the local file
+	What  string // what changed, in words
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("commit: %s: changed while it was read (%s)", e.Local, e.What)
+}
+
+// Is makes a *ChangedError match ErrChanged.
+func (e *ChangedError) Is(target error) bool { return target == ErrChanged }
+
+// changedSince returns a *ChangedError if the open file f is no longer as
+// before describes, and nil if it is, or if it cannot be looked at.
+func changedSince(path string, f *os.File, before fs.FileInfo) error {
+	now, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	if what := localfile.Changed(before, now); what != "" {
+		return &ChangedError{Path: path, Local: f.Name(), What: what}
 	}
 	return nil
 }
@@ -386,6 +455,12 @@ func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
 // Without options, local is opened as the operating system resolves it,
 // symbolic links included. A caller that listed its files first should
 // pass Expect with what it listed.
+//
+// A file that changes while PutFile reads it (its size, modification time
+// or status change time differs after the upload, or the reading that
+// matched it, from when it was opened) fails with a *ChangedError, which
+// matches ErrChanged, and the Tx is left without it; IgnoreChanges stages
+// it anyway.
 func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOption) error {
 	var o fileOptions
 	for _, opt := range opts {
@@ -408,10 +483,17 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 	if ok && old.Size == fi.Size() {
 		// Only a same-size candidate costs a local pre-read.
 		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
+		if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
 			return fmt.Errorf("commit: read %s: %w", local, err)
 		}
 		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
+			// What was read is the entry's content only if it is the
+			// file as it was opened.
+			if !o.ignoreChanges {
+				if err := changedSince(path, f, fi); err != nil {
+					return err
+				}
+			}
 			a := attrsOf(fi)
 			old.Mode, old.MTime = a.mode, a.mtime
 			return tx.noteReuse(old, local, o)
@@ -420,14 +502,15 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-	return tx.put(ctx, path, f, fi.Size(), attrsOf(fi), "")
+	return tx.putLocal(ctx, path, f, fi, fi.Size(), attrsOf(fi), o)
 }
 
 // FileOption changes how PutFile reads its local file.
 type FileOption func(*fileOptions)
 
 type fileOptions struct {
-	expect fs.FileInfo
+	expect        fs.FileInfo
+	ignoreChanges bool
 }
 
 // Expect makes PutFile read its local file only if that is still the file
@@ -439,6 +522,17 @@ type fileOptions struct {
 // through.
 func Expect(fi fs.FileInfo) FileOption {
 	return func(o *fileOptions) { o.expect = fi }
+}
+
+// IgnoreChanges makes PutFile stage a local file that changes while it
+// reads it, instead of failing with a *ChangedError: it stages the bytes
+// it read, up to the size the file had when PutFile opened it. For a file
+// that only grows, such as a log being written, that is the content it
+// had then; a file rewritten in place may be staged as a mix of old and
+// new content. A file cut short while it is read still fails, since it
+// no longer has the bytes its entry would record.
+func IgnoreChanges() FileOption {
+	return func(o *fileOptions) { o.ignoreChanges = true }
 }
 
 // openLocal opens a regular file for PutFile, as o says.
@@ -472,7 +566,9 @@ func openLocal(local string, o fileOptions) (*os.File, fs.FileInfo, error) {
 
 // AddDir stages every regular file below dir, with paths relative to it,
 // uploading in parallel up to the dataset's concurrency. Symbolic links and
-// other special files are refused rather than followed.
+// other special files are refused rather than followed, and a file that
+// changes while it is read fails the call with a *ChangedError (see
+// PutFile).
 func (tx *Tx) AddDir(ctx context.Context, dir string) error {
 	type listed struct {
 		path string

@@ -1,0 +1,16 @@
+package localfile
+
+import (
+	"io/fs"
+	"syscall"
+	"time"
+)
+
+// changeTime returns the status change time (ctime) of fi.
+func changeTime(fi fs.FileInfo) (time.Time, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec), true
+}
