@@ -229,10 +229,10 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 			if err := next.CheckFence(opts.FenceLease); err != nil {
 				return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 			}
-			next.SetFence(opts.FenceLease, opts.Fence)
+			next.RaiseFence(opts.FenceLease, opts.Fence)
 		}
 		for _, f := range fences {
-			next.SetFence(f.lease, f.token)
+			next.RaiseFence(f.lease, f.token)
 		}
 		// With the fences and the collector's fields of cur, the pointer
 		// may no longer fit: refuse it before sending, not as an unknown

@@ -52,7 +52,7 @@ func (d *Dataset) RegisterFence(ctx context.Context, lease string, token uint64)
 		if err := p.CheckFence(lease); err != nil {
 			return false, err
 		}
-		p.SetFence(lease, token)
+		p.RaiseFence(lease, token)
 		return true, nil
 	})
 	if errors.Is(err, errNoPointer) {

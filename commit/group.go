@@ -503,7 +503,7 @@ func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*int
 	probe.Seq, probe.Parent, probe.Writer, probe.Message, probe.Meta = h.ptr.Seq+1, h.ptr.Generation, tx.d.writer, opts.Message, opts.Meta
 	probe.CommittedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 	if opts.Fence != 0 {
-		probe.SetFence(opts.FenceLease, opts.Fence)
+		probe.RaiseFence(opts.FenceLease, opts.Fence)
 	}
 	out := make(map[string]generation.Entry, len(own))
 	for _, e := range own {
@@ -519,7 +519,7 @@ func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*int
 				continue
 			}
 			next := probe
-			next.SetFence(in.FenceLease, in.Fence)
+			next.RaiseFence(in.FenceLease, in.Fence)
 			if encodes(&next) != nil {
 				continue
 			}

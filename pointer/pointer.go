@@ -232,9 +232,13 @@ func (p *Pointer) FenceOf(lease string) uint64 {
 	return p.Fences[lease]
 }
 
-// SetFence records token as the lease's highest. It copies the fence map,
-// so a pointer copied with a struct assignment keeps its own.
-func (p *Pointer) SetFence(lease string, token uint64) {
+// RaiseFence records token as the lease's highest, unless p has a higher
+// one already: a pointer write never lowers a fence. It copies the fence
+// map, so a pointer copied with a struct assignment keeps its own.
+func (p *Pointer) RaiseFence(lease string, token uint64) {
+	if token <= p.FenceOf(lease) {
+		return
+	}
 	if lease == "" {
 		p.Fence = token
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/quick"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,45 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
+}
+
+// TestRaiseFenceNeverLowers: after any sequence of raises, each lease's
+// fence is the highest token raised for it, and raising one lease leaves
+// every other lease's fence as it was, in the copy it was made from too.
+func TestRaiseFenceNeverLowers(t *testing.T) {
+	leases := []string{"", "s3://b/_lease/a", "s3://b/_lease/b"}
+	prop := func(ops []struct {
+		Lease uint8
+		Token uint16
+	}) bool {
+		var p pointer.Pointer
+		want := map[string]uint64{}
+		for _, op := range ops {
+			lease, token := leases[int(op.Lease)%len(leases)], uint64(op.Token)
+			before := p
+			p.RaiseFence(lease, token)
+			want[lease] = max(want[lease], token)
+			for _, l := range leases {
+				if p.FenceOf(l) != want[l] {
+					return false
+				}
+				if l != lease && before.FenceOf(l) != p.FenceOf(l) {
+					return false
+				}
+			}
+			if before.FenceOf(lease) > want[lease] {
+				return false // the copy was changed under it
+			}
+		}
+		return true
+	}
+	require.NoError(t, quick.Check(prop, &quick.Config{MaxCount: 2000}))
+
+	var p pointer.Pointer
+	p.RaiseFence("s3://b/_lease/a", 9)
+	p.RaiseFence("s3://b/_lease/a", 5)
+	p.RaiseFence("", 9)
+	p.RaiseFence("", 5)
+	assert.Equal(t, uint64(9), p.FenceOf("s3://b/_lease/a"), "a lower token of a named lease")
+	assert.Equal(t, uint64(9), p.FenceOf(""), "a lower token of the unnamed lease")
 }
