@@ -188,11 +188,40 @@ func (r *recorder) add(client int, in linInput, out linOutput, call, ret int64, 
 type linStats struct {
 	ops, reads, readErrs                   atomic.Int64
 	ok, lost, unknown, aborted, beginFails atomic.Int64
+	// unknownAlsoLost counts the unknown outcomes whose error matches
+	// ErrConflict too (see linRun.unknownAlsoLost).
+	unknownAlsoLost atomic.Int64
 }
 
 func (s *linStats) String() string {
-	return fmt.Sprintf("ops=%d reads=%d (failed %d) commits: ok=%d lost=%d unknown=%d aborted=%d (begin failed %d)",
-		s.ops.Load(), s.reads.Load(), s.readErrs.Load(), s.ok.Load(), s.lost.Load(), s.unknown.Load(), s.aborted.Load(), s.beginFails.Load())
+	return fmt.Sprintf("ops=%d reads=%d (failed %d) commits: ok=%d lost=%d unknown=%d (also matching ErrConflict %d) aborted=%d (begin failed %d)",
+		s.ops.Load(), s.reads.Load(), s.readErrs.Load(), s.ok.Load(), s.lost.Load(), s.unknown.Load(), s.unknownAlsoLost.Load(), s.aborted.Load(), s.beginFails.Load())
+}
+
+// outcomeOf classifies the error a Commit returned. An unknown outcome
+// comes first: its error may wrap the proven loss of an earlier pointer
+// write of the same commit, yet the commit may have landed since.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return resOK
+	case errors.Is(err, commit.ErrCommitUnknown):
+		return resUnknown
+	case errors.Is(err, commit.ErrConflict):
+		return resLost
+	}
+	return resAborted
+}
+
+// unknownAlsoLost counts and logs an error of an unknown outcome that
+// matches ErrConflict as well: it is an unknown outcome (the commit may
+// have landed, carried by another writer's), which a caller that tests
+// for ErrConflict first would take for a proven loss.
+func (r *linRun) unknownAlsoLost(err error) {
+	if errors.Is(err, commit.ErrConflict) {
+		r.stats.unknownAlsoLost.Add(1)
+		r.t.Logf("unknown outcome whose error also matches ErrConflict: %v", err)
+	}
 }
 
 // linRun is one recorded run on a fresh dataset.
@@ -219,6 +248,9 @@ type linRun struct {
 	// violations counts the invariant violations reported (porcupine's
 	// verdict aside).
 	violations atomic.Int64
+	// clientCtx, if set, gives each client the context its requests carry
+	// (the distributed runs send a client's requests to one endpoint).
+	clientCtx func(ctx context.Context, client int) context.Context
 
 	mu      sync.Mutex
 	results map[string]string // generation → commit outcome (not carried ones)
@@ -253,6 +285,10 @@ func (r *linRun) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for c := range r.clients {
 		rnd := rand.New(rand.NewPCG(r.seed, uint64(c)))
+		ctx := ctx
+		if r.clientCtx != nil {
+			ctx = r.clientCtx(ctx, c)
+		}
 		wg.Go(func() {
 			for r.stats.ops.Add(1) <= r.budget {
 				switch {
@@ -296,20 +332,18 @@ func (r *linRun) commit(ctx context.Context, client int) {
 		tx.Discard(context.WithoutCancel(ctx))
 	}
 	ret := r.rec.now()
-	res := resAborted
-	switch {
-	case err == nil:
-		res = resOK
+	res := outcomeOf(err)
+	switch res {
+	case resOK:
 		r.stats.ok.Add(1)
 		if p.Generation != tx.Generation() || p.Seq != from.Seq+1 {
 			r.violation("commit of %s on %s returned pointer %d:%s", tx.Generation(), from, p.Seq, p.Generation)
 		}
-	case errors.Is(err, commit.ErrConflict):
-		res = resLost
-		r.stats.lost.Add(1)
-	case errors.Is(err, commit.ErrCommitUnknown):
-		res = resUnknown
+	case resUnknown:
 		r.stats.unknown.Add(1)
+		r.unknownAlsoLost(err)
+	case resLost:
+		r.stats.lost.Add(1)
 	default:
 		r.stats.aborted.Add(1)
 	}
@@ -377,7 +411,7 @@ func (r *linRun) commitRebase(ctx context.Context, client int, shared bool) {
 	}
 	ret := r.rec.now()
 	in := linInput{Kind: opCommit, From: from, Gen: own}
-	res := resAborted
+	res := outcomeOf(err)
 	by := tx.CarriedBy()
 	if err != nil && by != "" {
 		r.violation("commit of %s on %s failed (%v), yet says it was carried by %s", own, from, err, by)
@@ -401,8 +435,7 @@ func (r *linRun) commitRebase(ctx context.Context, client int, shared bool) {
 		tr.res, tr.gen, tr.seq = res, p.Generation, p.Seq
 		r.mu.Unlock()
 		return
-	case err == nil:
-		res = resOK
+	case res == resOK:
 		r.stats.ok.Add(1)
 		in = linInput{Kind: opCommit, From: reg{Seq: p.Seq - 1, Gen: p.Parent}, Gen: p.Generation}
 		if tx.Rebased() > 0 {
@@ -418,15 +451,14 @@ func (r *linRun) commitRebase(ctx context.Context, client int, shared bool) {
 			// was proven dead before it.
 			r.violation("commit of %s on %s, rebased %d times, returned its unrebased generation", own, from, tx.Rebased())
 		}
-	case errors.Is(err, commit.ErrConflict):
-		res = resLost
-		r.stats.lost.Add(1)
-	case errors.Is(err, commit.ErrCommitUnknown):
-		res = resUnknown
+	case res == resUnknown:
 		r.stats.unknown.Add(1)
+		r.unknownAlsoLost(err)
 		if a := tx.Attempted(); a != nil {
 			in = linInput{Kind: opCommit, From: reg{Seq: a.Seq - 1, Gen: a.Parent}, Gen: a.Generation}
 		}
+	case res == resLost:
+		r.stats.lost.Add(1)
 	default:
 		r.stats.aborted.Add(1)
 	}
@@ -697,14 +729,15 @@ func (r *linRun) checkUnion(m, parent *generation.Manifest) {
 	}
 }
 
-// check runs porcupine on the history. On a violation or a timeout it
-// writes the history and its HTML visualisation as artifacts.
-func (r *linRun) check(name string) {
+// check runs porcupine on the history and reports whether it is
+// linearizable. On a violation or a timeout it writes the history and its
+// HTML visualisation as artifacts.
+func (r *linRun) check(name string) bool {
 	t := r.t
 	model := registerModel.ToModel()
 	res, info := porcupine.CheckOperationsVerbose(model, r.rec.ops, 2*time.Minute)
 	if res == porcupine.Ok {
-		return
+		return true
 	}
 	dir := artifactDir(t)
 	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(name))
@@ -715,6 +748,7 @@ func (r *linRun) check(name string) {
 		os.WriteFile(base+".json", b, 0o644)
 	}
 	t.Errorf("VIOLATION: history of %d operations is %s as a CAS register; history and visualisation: %s.{json,html}", len(r.rec.ops), res, base)
+	return false
 }
 
 // artifactDir returns $COMMITPTR_ARTIFACTS, or a new directory that outlives
@@ -847,6 +881,20 @@ func TestLinearizableRebase(t *testing.T) {
 	require.Positive(t, carried.Load(), "no commit was carried: the run did not exercise group commit")
 	t.Logf("%d operations checked; %d commits rebased, %d carried; %d rebased and %d group generations checked for the union",
 		total.Load(), rebased.Load(), carried.Load(), checked.Load(), groups.Load())
+}
+
+// TestLinearizabilityOutcomeUnknownWrappingConflict: a commit that lost a
+// compare-and-swap, then could not settle its group-commit intent, returns
+// an error matching both ErrCommitUnknown and ErrConflict; it may have been
+// carried, so the history must record it as unknown, not lost.
+func TestLinearizabilityOutcomeUnknownWrappingConflict(t *testing.T) {
+	lost := &commit.ConflictError{Seq: 23}
+	both := fmt.Errorf("%w: generation g may still be carried by another writer's commit, after: %w", commit.ErrCommitUnknown, lost)
+	require.ErrorIs(t, both, commit.ErrConflict)
+	assert.Equal(t, resUnknown, outcomeOf(both))
+	assert.Equal(t, resLost, outcomeOf(lost))
+	assert.Equal(t, resAborted, outcomeOf(errors.New("write manifest: refused")))
+	assert.Equal(t, resOK, outcomeOf(nil))
 }
 
 // TestLinearizabilityModel checks the model on small hand-written

@@ -656,6 +656,54 @@ func (s *soak) verify() {
 		snap.Seq(), objects, len(retained), rep.ObjectsDeleted, left)
 }
 
+// newSoak returns a soak of the dataset "ds/" of tg that runs until dur
+// from now; opts add to the options of its Dataset.
+func newSoak(t *testing.T, tg target, dur time.Duration, opts ...commit.Option) *soak {
+	ds := store.WithPrefix(tg.faulty, "ds/")
+	opts = append([]commit.Option{commit.WithWriter("soak"), commit.WithConcurrency(4), commit.WithRetry(commit.Retry{Attempts: 20, Base: 10 * time.Millisecond, Max: 500 * time.Millisecond})}, opts...)
+	return &soak{
+		t: t, tg: tg, ds: ds, clean: store.WithPrefix(tg.clean, "ds/"),
+		d:        commit.New(ds, opts...),
+		deadline: time.Now().Add(dur),
+		outcome:  map[string]string{}, okSeq: map[uint64]string{}, seen: map[uint64]string{},
+		inc: map[string][2]int64{}, gcRunning: map[int64]bool{},
+	}
+}
+
+// run runs the soak's workers, each with its own random source from sd,
+// until the deadline, and returns how long they ran.
+func (s *soak) run(sd uint64) time.Duration {
+	var wg sync.WaitGroup
+	worker := func(i int, f func(rnd *rand.Rand)) {
+		rnd := rand.New(rand.NewPCG(sd, uint64(i)))
+		wg.Go(func() { f(rnd) })
+	}
+	i := 0
+	for w := range soakWriters {
+		worker(i, func(r *rand.Rand) { s.writer(w, r) })
+		i++
+	}
+	for r := range soakReaders {
+		worker(i, func(rnd *rand.Rand) { s.reader(r, r == 0, rnd) })
+		i++
+	}
+	for c := range soakCounterers {
+		worker(i, func(r *rand.Rand) { s.counter(fmt.Sprintf("counters/c%d", c%soakCounterKeys), r) })
+		i++
+	}
+	for c := range soakCollectors {
+		worker(i, func(r *rand.Rand) { s.collector(c, r) })
+		i++
+	}
+	for c := range soakContenders {
+		worker(i, func(r *rand.Rand) { s.contender(c, r) })
+		i++
+	}
+	start := time.Now()
+	wg.Wait()
+	return time.Since(start)
+}
+
 // TestSoak runs writers, snapshot readers (one pinning), read-modify-write
 // counters, two collectors and lease contenders at once with faults on, on
 // each driver in parallel, for COMMITPTR_SOAK (default 8s), then checks the
@@ -670,44 +718,8 @@ func TestSoak(t *testing.T) {
 			t.Parallel()
 			sd := seed(t, 77)
 			in := faults.New(faults.Config{Seed: sd, Rates: faults.Uniform(defaultRates), MaxLatency: 20 * time.Millisecond})
-			tg := newTarget(t, driver, in)
-			ds := store.WithPrefix(tg.faulty, "ds/")
-			s := &soak{
-				t: t, tg: tg, ds: ds, clean: store.WithPrefix(tg.clean, "ds/"),
-				d:        commit.New(ds, commit.WithWriter("soak"), commit.WithConcurrency(4), commit.WithRetry(commit.Retry{Attempts: 20, Base: 10 * time.Millisecond, Max: 500 * time.Millisecond})),
-				deadline: time.Now().Add(dur),
-				outcome:  map[string]string{}, okSeq: map[uint64]string{}, seen: map[uint64]string{},
-				inc: map[string][2]int64{}, gcRunning: map[int64]bool{},
-			}
-			var wg sync.WaitGroup
-			worker := func(i int, f func(rnd *rand.Rand)) {
-				rnd := rand.New(rand.NewPCG(sd, uint64(i)))
-				wg.Go(func() { f(rnd) })
-			}
-			i := 0
-			for w := range soakWriters {
-				worker(i, func(r *rand.Rand) { s.writer(w, r) })
-				i++
-			}
-			for r := range soakReaders {
-				worker(i, func(rnd *rand.Rand) { s.reader(r, r == 0, rnd) })
-				i++
-			}
-			for c := range soakCounterers {
-				worker(i, func(r *rand.Rand) { s.counter(fmt.Sprintf("counters/c%d", c%soakCounterKeys), r) })
-				i++
-			}
-			for c := range soakCollectors {
-				worker(i, func(r *rand.Rand) { s.collector(c, r) })
-				i++
-			}
-			for c := range soakContenders {
-				worker(i, func(r *rand.Rand) { s.contender(c, r) })
-				i++
-			}
-			start := time.Now()
-			wg.Wait()
-			elapsed := time.Since(start)
+			s := newSoak(t, newTarget(t, driver, in), dur)
+			elapsed := s.run(sd)
 			in.SetEnabled(false)
 			defer func() {
 				t.Logf("SOAK %s %s (seed %d): %s; faults: %s; violations: %d",
