@@ -37,6 +37,9 @@ type putOptions struct {
 	Fence       uint64
 	FenceLease  string
 	NoReuse     bool
+	// IgnoreChanging publishes a file that changes while put reads it
+	// (see the help).
+	IgnoreChanging bool
 	// AllowEmpty, AllowUnchanged and MaxDelete guard against publishing
 	// what is most likely a mistake: see the help.
 	AllowEmpty, AllowUnchanged bool
@@ -59,6 +62,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token of the lease --fence-lease (default: $COMMITPTR_FENCE, which 'publish run' sets)")
 	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
 	f.BoolVar(&o.NoReuse, "no-reuse", false, "upload every file, even one the current generation holds unchanged")
+	f.BoolVar(&o.IgnoreChanging, "ignore-changing", false, "publish a file that changes while put reads it, as far as put read it, instead of failing (for logs that are always being written)")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
 	f.BoolVar(&o.AllowEmpty, "allow-empty", false, "publish SRC even if it holds no files (the new generation is empty)")
 	f.BoolVar(&o.AllowUnchanged, "allow-unchanged", false, "commit even if SRC is exactly the current generation (default: say so and commit nothing)")
@@ -103,6 +107,20 @@ resolved, lies inside SRC; a link leading outside SRC is refused unless
 loop), a chain of links too long to resolve, and a dangling link are
 refused, naming the link. Special files (devices, sockets, pipes) are
 always refused.
+
+A file that changes while put reads it is refused. Put looks at each
+file's size, modification time and status change time (ctime) when it
+opens it, and again once it has uploaded it (or read it to compare with
+the current generation); if any of them moved, what was read may mix old
+and new content, so put fails with status 1, naming the file ("PATH:
+changed while it was read"), deletes what it staged and commits nothing.
+Publish again once the file is complete. --ignore-changing publishes such
+a file anyway, as far as put read it, up to the size it had when put
+opened it: for a file that only grows, such as a log being written, that
+is its content at that moment; a file rewritten in place may be published
+as a mix of old and new content. A file cut short while put reads it fails
+even so. Two writes within one tick of the file system's clock (a few
+milliseconds on some) can look like one.
 
 If another writer commits first, put deletes what it staged and exits with
 status 3. Retry it if your data should win, or let the winner stand.
@@ -162,7 +180,7 @@ may have landed, and nothing is deleted.
 			if err := opts.fenceFromEnv(cmd); err != nil {
 				return err
 			}
-			return runPut(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return changedSource(runPut(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr()), opts.IgnoreChanging)
 		},
 	}
 	opts.AddFlags(cmd)
@@ -410,11 +428,15 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 	}
 	bar := newProgress(stderr, opts.globalOptions, total, len(files), "uploading", true)
 	defer bar.Finish()
+	var changing []commit.FileOption
+	if opts.IgnoreChanging {
+		changing = append(changing, commit.IgnoreChanges())
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
 	for _, f := range files {
 		g.Go(func() error {
-			if err := tx.PutFile(gctx, f.path, f.local, commit.Expect(f.info)); err != nil {
+			if err := tx.PutFile(gctx, f.path, f.local, append([]commit.FileOption{commit.Expect(f.info)}, changing...)...); err != nil {
 				return err
 			}
 			action := "uploaded"
@@ -427,6 +449,22 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 		})
 	}
 	return g.Wait()
+}
+
+// changedSource says in the user's terms that a file of SRC changed while
+// put read it (to upload it, to compare it with the current generation,
+// or to upload again a file whose stored object turned out missing), and
+// what to do; other errors it returns as they are.
+func changedSource(err error, ignoring bool) error {
+	var ce *commit.ChangedError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	hint := "publish again once it is complete, or pass --ignore-changing to publish what put reads of a file that is always being written, such as a log"
+	if ignoring {
+		hint = "--ignore-changing publishes a file that grows or is rewritten while put reads it, not one cut short"
+	}
+	return fmt.Errorf("%s: %w (%s); nothing was committed: %s", ce.Local, commit.ErrChanged, ce.What, hint)
 }
 
 // discardStaged deletes a generation that will not be committed, on a

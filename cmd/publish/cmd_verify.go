@@ -17,6 +17,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/localfile"
 )
 
 type verifyOptions struct {
@@ -47,8 +48,10 @@ With --repair SRC, the damaged files of the current generation are
 uploaded again from SRC, the directory it was published from, and
 committed as the next generation with every other file kept by
 reference. A file in SRC whose size or sha256 differs from the manifest is
-refused, so a repair never changes content. Status 0 then means every
-problem of the current generation was repaired.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitFenced, exitUnknown, exitInterrupted) + `
+refused, so a repair never changes content, and so is one that changes
+while it is uploaded (its size, modification time or status change time
+moves, as for put). Status 0 then means every problem of the current
+generation was repaired.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitFenced, exitUnknown, exitInterrupted) + `
   (1 also when a problem was found and not repaired)`,
 		Example: `  publish verify s3://bucket/daily
   publish verify --all --json file:///srv/datasets/app
@@ -289,13 +292,26 @@ func matchesEntry(local string, e generation.Entry) error {
 // putLocal stages a local file as the entry e: its content, mode and
 // time. It fails if the file no longer has e's content: it may have changed
 // since matchesEntry read it, and a repair never changes what is published.
+// It fails too if the file changes while it is read, naming it, as put
+// does: even a write to the part read already, which leaves the upload
+// right.
 func putLocal(ctx context.Context, tx *commit.Tx, e generation.Entry, local string) error {
 	f, err := os.Open(local)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := tx.Restage(ctx, e, f); err != nil {
+	before, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	err = tx.Restage(ctx, e, f)
+	if now, serr := f.Stat(); serr == nil && ctx.Err() == nil {
+		if what := localfile.Changed(before, now); what != "" {
+			return fmt.Errorf("repair %s: %s: %w (%s); nothing was committed: repair again once it is complete", e.Path, local, commit.ErrChanged, what)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("repair %s: %s changed after it was checked, or could not be uploaded; nothing was committed: %w", e.Path, local, err)
 	}
 	return nil
