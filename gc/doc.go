@@ -4,8 +4,12 @@
 //
 // One call to Run is one collection:
 //
-//  1. Try-acquire the lease "gc". If another collector holds it, Run does
-//     nothing and returns its *lease.HeldError. Then, unless it is a dry
+//  1. Read the pointer and check it against the manifest it names: the
+//     manifest's sha256, seq and parent. A pointer that does not read,
+//     decode or pass stops the run before its first write, the lease's:
+//     it is left exactly as it was found, for an operator to inspect.
+//     Then try-acquire the lease "gc". If another collector holds it, Run
+//     does nothing and returns its *lease.HeldError. Then, unless it is a dry
 //     run, register the lease token as the pointer's gc_token with a
 //     compare-and-swap, before planning and whether or not anything will
 //     be deleted. It fences former holders (see Guarantees). A dataset
@@ -96,6 +100,8 @@
 //     it then counts as made before the takeover (the new holder plans
 //     from it), and it only moves the horizon and floor forward.
 //   - A dry run writes nothing but its own lease.
+//   - A run on a pointer that is corrupt, or does not match the manifest
+//     it names, writes nothing at all, dry run or not (I8).
 //
 // # Order of deletes
 //
@@ -146,7 +152,9 @@
 //     holds the lease; nothing was done;
 //   - an error matching ErrRefused, joined with the cause (for example
 //     pointer.ErrCorrupt or generation.ErrCorrupt), when the pointer or a
-//     manifest it needs is unreadable or corrupt; nothing was deleted;
+//     manifest it needs is unreadable or corrupt; nothing was deleted,
+//     and when it is the pointer that does not decode or does not match
+//     its manifest, nothing was written; the message names the key;
 //   - an error matching ErrBusy when commits landed between its reading of
 //     the pointer and its compare-and-swap in every one of 8 plans (each
 //     corrected up to 16 times, see step 6), or of 8 registrations of its
@@ -179,9 +187,11 @@
 // chain and per orphan that got as far as its manifest, one LIST page per
 // 1000 keys under _gen/ and _pin/, one DeleteMany per 1000 deleted data
 // objects and one per 1000 deleted manifests (so two for a small
-// collection), and a lease PUT before each of them, plus one pointer GET and PUT to
-// register the lease token (every run but a dry run, even one that
-// deletes nothing) and one pointer PUT (horizon and floor) before the
+// collection), and a lease PUT before each of them, plus one pointer GET
+// before the lease, to check the pointer (the manifest it names is one of
+// the GETs above), one pointer PUT to register the lease token (every run
+// but a dry run, even one that deletes nothing; a dry run reads the
+// pointer again to plan) and one pointer PUT (horizon and floor) before the
 // first delete when either moves; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not

@@ -55,7 +55,9 @@ const releaseTimeout = 10 * time.Second
 // ErrRefused is matched by the error of a run that refused to collect
 // because the pointer or a manifest it needs is unreadable or corrupt. The
 // error also matches its cause, e.g. pointer.ErrCorrupt or
-// generation.ErrCorrupt. Nothing was deleted.
+// generation.ErrCorrupt. Nothing was deleted; when it is the pointer that
+// does not decode or does not match the manifest it names, nothing at all
+// was written.
 var ErrRefused = errors.New("gc: refusing to collect")
 
 // ErrBusy is matched by the error of a run that could not register its
@@ -195,6 +197,14 @@ type runner struct {
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
+	// The pointer is checked against its manifest before the first write,
+	// the lease's: a pointer that is corrupt, or that does not match the
+	// manifest it names, is left exactly as it was found, for an operator
+	// to inspect, and so is everything else.
+	ptr, attrs, err := r.readChecked(ctx)
+	if err != nil {
+		return err
+	}
 	l, err := lease.TryAcquire(ctx, r.s, LeaseName, lease.Options{TTL: r.o.LeaseTTL, Owner: r.o.Owner})
 	if err != nil {
 		if errors.Is(err, lease.ErrHeld) {
@@ -213,7 +223,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	if !r.o.DryRun {
 		// A dry run writes nothing, so it has nothing to fence.
-		if err := r.register(ctx); err != nil {
+		if err := r.register(ctx, ptr, attrs); err != nil {
 			return err
 		}
 	}
@@ -223,6 +233,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 			return err
 		}
 		if p.ptr == nil {
+			r.rep.noPointer = true
 			// No generation can be collected, but the leftovers of a
 			// first writer killed mid-upload are judged by age alone.
 			r.rep.Notes = append(r.rep.Notes, "no pointer: the dataset has no commits, so there is nowhere to publish a horizon and no generation is collected")

@@ -336,9 +336,10 @@ func TestTwoCollectors(t *testing.T) {
 		for i := range 4 {
 			publish(t, d, false, files(2, fmt.Sprint(i)))
 		}
-		// The winner waits at its first pointer read until the loser is
-		// done, so the two runs overlap for sure.
-		g := &gate{Store: s, open: make(chan struct{})}
+		// The winner waits at its registration in the pointer, under the
+		// lease, until the loser is done, so the two runs overlap for sure.
+		open := make(chan struct{})
+		gates := map[string]*gate{}
 		type result struct {
 			owner string
 			rep   *gc.Report
@@ -347,6 +348,8 @@ func TestTwoCollectors(t *testing.T) {
 		results := make(chan result, 2)
 		start := make(chan struct{})
 		for _, owner := range []string{"collector-a", "collector-b"} {
+			g := &gate{Store: s, open: open}
+			gates[owner] = g
 			go func() {
 				<-start
 				opts := strict()
@@ -357,7 +360,7 @@ func TestTwoCollectors(t *testing.T) {
 		}
 		close(start)
 		first := <-results
-		close(g.open)
+		close(open)
 		second := <-results
 
 		require.ErrorIs(t, first.err, lease.ErrHeld)
@@ -368,31 +371,32 @@ func TestTwoCollectors(t *testing.T) {
 		assert.Zero(t, first.rep.ObjectsDeleted)
 		assert.Zero(t, first.rep.Requests[store.OpDeleteMany])
 		assert.Zero(t, first.rep.Requests[store.OpList])
+		assert.Zero(t, gates[first.owner].reached.Load(), "the loser wrote nothing to the pointer")
 
 		require.NoError(t, second.err)
 		assert.Len(t, second.rep.Deleted, 2)
-		assert.EqualValues(t, 2, g.reached.Load(), "only the holder read the pointer (to register its token, then to plan)")
+		assert.Positive(t, gates[second.owner].reached.Load(), "the holder registered its token")
 		assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))
 	})
 }
 
-// gate blocks pointer reads until open is closed.
+// gate blocks pointer writes until open is closed.
 type gate struct {
 	store.Store
 	open    chan struct{}
 	reached atomic.Int32
 }
 
-func (g *gate) Get(ctx context.Context, key string) (_ io.ReadCloser, _ store.Attrs, err error) {
+func (g *gate) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	if key == pointer.Key {
 		g.reached.Add(1)
 		select {
 		case <-g.open:
 		case <-time.After(20 * time.Second):
-			return nil, store.Attrs{}, errors.New("gate: never opened")
+			return store.Attrs{}, errors.New("gate: never opened")
 		}
 	}
-	return g.Store.Get(ctx, key)
+	return g.Store.Put(ctx, key, body, opts)
 }
 
 // seedBig commits a generation of n files, then two small ones on top: with
@@ -660,29 +664,33 @@ func TestCorruptState(t *testing.T) {
 		corrupt func(t *testing.T, x setup)
 		is      error
 		mention string
+		// chain: the pointer and its manifest agree, and the corruption
+		// is further down the chain, found once the run has registered
+		// its lease token. Otherwise the run writes nothing at all.
+		chain bool
 	}{
 		{"corrupt pointer", func(t *testing.T, x setup) {
 			put(t, x.s, pointer.Key, []byte(`{"format":1,"seq":`))
-		}, pointer.ErrCorrupt, pointer.Key},
+		}, pointer.ErrCorrupt, pointer.Key, false},
 		{"unknown pointer format", func(t *testing.T, x setup) {
 			put(t, x.s, pointer.Key, []byte(`{"format":99}`))
-		}, pointer.ErrCorrupt, "unknown format 99"},
+		}, pointer.ErrCorrupt, "unknown format 99", false},
 		{"pointer names a missing manifest", func(t *testing.T, x setup) {
 			require.NoError(t, x.s.Delete(context.Background(), x.ptr.Manifest, store.DeleteOptions{}))
-		}, store.ErrNotExist, "manifest is missing"},
+		}, store.ErrNotExist, "manifest is missing", false},
 		{"truncated current manifest", func(t *testing.T, x setup) {
 			b := get(t, x.s, x.ptr.Manifest)
 			put(t, x.s, x.ptr.Manifest, b[:len(b)/2])
-		}, generation.ErrCorrupt, "does not match the sha256"},
+		}, generation.ErrCorrupt, "does not match the sha256", false},
 		{"corrupt manifest in the chain", func(t *testing.T, x setup) {
 			put(t, x.s, generation.ManifestKey(x.gens[1]), []byte("garbage"))
-		}, generation.ErrCorrupt, "does not match the sha256"},
+		}, generation.ErrCorrupt, "does not match the sha256", true},
 		{"replaced manifest in the chain", func(t *testing.T, x setup) {
 			// Valid, but not the manifest its child recorded.
 			key := generation.ManifestKey(x.gens[2])
 			b := get(t, x.s, key)
 			put(t, x.s, key, bytes.Replace(b, []byte(`"seq":3`), []byte(`"seq":3 `), 1))
-		}, generation.ErrCorrupt, "does not match the sha256"},
+		}, generation.ErrCorrupt, "does not match the sha256", true},
 		{"manifest with a path escaping the dataset", func(t *testing.T, x setup) {
 			// A consistent pointer and manifest, but the manifest is hostile.
 			b := get(t, x.s, x.ptr.Manifest)
@@ -693,7 +701,7 @@ func TestCorruptState(t *testing.T) {
 			p.ManifestSHA256 = hex.EncodeToString(sum[:])
 			_, err := pointer.Write(context.Background(), x.s, &p, x.etag)
 			require.NoError(t, err)
-		}, generation.ErrCorrupt, "../x"},
+		}, generation.ErrCorrupt, "../x", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachStore(t, false, func(t *testing.T, s store.Store) {
@@ -710,7 +718,7 @@ func TestCorruptState(t *testing.T) {
 				require.NoError(t, err)
 				x.etag = attrs.ETag
 				tc.corrupt(t, x)
-				before, beforeAll := objectsButPointer(t, s), objects(t, s)
+				before, unchanged := objectsButPointer(t, s), stateOf(t, s)
 				registered, _, perr := pointer.Read(ctx, s)
 
 				rep, err := gc.Run(ctx, s, strict())
@@ -719,11 +727,13 @@ func TestCorruptState(t *testing.T) {
 				assert.Contains(t, err.Error(), tc.mention)
 				t.Log(err)
 				assert.Zero(t, rep.ObjectsDeleted)
-				if perr != nil {
-					assert.Equal(t, beforeAll, objects(t, s), "a pointer that does not read is not rewritten: nothing changed")
-				} else {
+				if tc.chain {
+					require.NoError(t, perr)
 					registeredOnly(t, s, registered)
 					assert.Equal(t, before, objectsButPointer(t, s), "nothing but the pointer's lease token changed")
+				} else {
+					assert.Contains(t, err.Error(), fmt.Sprintf("pointer %q: ", pointer.Key))
+					assert.Equal(t, unchanged, stateOf(t, s), "a pointer that does not pass its check is not rewritten, nor the lease written: nothing changed")
 				}
 				assert.Zero(t, rep.Requests[store.OpDeleteMany])
 			})

@@ -158,7 +158,7 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		return &plan{}, nil
 	}
 	if err != nil {
-		return nil, refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
+		return nil, refuse(fmt.Errorf("pointer %q: %w", pointer.Key, err))
 	}
 	if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, pointer.Key, "grace, pin and orphan ages"); err != nil {
 		return nil, refuse(err)
@@ -341,16 +341,9 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 // first, verifying every link. It stops at the first generation or at the
 // first manifest that is gone, collected by an earlier run.
 func (r *runner) walk(ctx context.Context, ptr *pointer.Pointer, p *plan) ([]*manifestInfo, error) {
-	cur, err := r.manifest(ctx, ptr.Generation, ptr.ManifestSHA256, pointer.Key)
-	if errors.Is(err, store.ErrNotExist) {
-		return nil, fmt.Errorf("%s seq %d names generation %s, whose manifest is missing: %w", pointer.Key, ptr.Seq, ptr.Generation, err)
-	}
+	cur, err := r.checkPointer(ctx, ptr)
 	if err != nil {
 		return nil, err
-	}
-	if cur.m.Seq != ptr.Seq || cur.m.Parent != ptr.Parent {
-		return nil, fmt.Errorf("%w: %s has seq %d and parent %q, the manifest of generation %s has seq %d and parent %q",
-			generation.ErrCorrupt, pointer.Key, ptr.Seq, ptr.Parent, ptr.Generation, cur.m.Seq, cur.m.Parent)
 	}
 	chain := []*manifestInfo{cur}
 	for child := cur.m; child.Parent != ""; {
@@ -377,6 +370,38 @@ func (r *runner) walk(ctx context.Context, ptr *pointer.Pointer, p *plan) ([]*ma
 	}
 	return chain, nil
 }
+
+// checkPointer checks ptr against the manifest it names and returns that
+// manifest: the stored bytes must have the sha256 the pointer records, and
+// the manifest the pointer's seq and parent. The collector writes nothing,
+// its lease included, until the pointer passes (see run), so that a
+// corrupt one is left as it was found. Its errors name the pointer's key.
+func (r *runner) checkPointer(ctx context.Context, ptr *pointer.Pointer) (*manifestInfo, error) {
+	key := generation.ManifestKey(ptr.Generation)
+	cur, err := r.manifest(ctx, ptr.Generation, ptr.ManifestSHA256, "the pointer")
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("pointer %q: seq %d names generation %s, whose manifest is missing: %w", pointer.Key, ptr.Seq, ptr.Generation, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pointer %q: %w", pointer.Key, err)
+	}
+	// The manifest is the one whose sha256 the pointer records, so where
+	// they disagree it is the pointer that is corrupt.
+	if cur.m.Seq != ptr.Seq || cur.m.Parent != ptr.Parent {
+		var what []string
+		if cur.m.Seq != ptr.Seq {
+			what = append(what, fmt.Sprintf("seq %d does not match manifest %q (seq %d)", ptr.Seq, key, cur.m.Seq))
+		}
+		if cur.m.Parent != ptr.Parent {
+			what = append(what, fmt.Sprintf("parent %s does not match manifest %q (parent %s)", orNone(ptr.Parent), key, orNone(cur.m.Parent)))
+		}
+		return nil, fmt.Errorf("pointer %q: %w: %s", pointer.Key, pointer.ErrCorrupt, strings.Join(what, "; "))
+	}
+	return cur, nil
+}
+
+// orNone names an empty parent.
+func orNone(gen string) string { return cmp.Or(gen, "none") }
 
 // manifest reads and validates the manifest of gen, once per run. If
 // wantSHA is not empty the stored bytes must match it; who names where

@@ -61,6 +61,11 @@ type Report struct {
 	// Notes are remarks for people: no pointer, history shorter than the
 	// retention window, keys left alone because they were not understood.
 	Notes []string `json:"notes,omitempty"`
+
+	// noPointer: the run found no pointer. A report without a
+	// Generation is otherwise that of a run that stopped before it
+	// deleted anything: refused, or the lease held elsewhere.
+	noPointer bool
 }
 
 // GenInfo describes one generation in a Report.
@@ -81,8 +86,10 @@ type GenInfo struct {
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	switch {
-	case r.Generation == "":
+	case r.noPointer:
 		ew.printf("no pointer: nothing to collect\n")
+	case r.Generation == "":
+		ew.printf("not collected: the run stopped before it deleted anything\n")
 	case r.DryRun:
 		ew.printf("dry run at seq %d (generation %s); nothing was deleted\n", r.Seq, r.Generation)
 	default:

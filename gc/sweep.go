@@ -56,18 +56,24 @@ func (r *runner) publishHorizon(ctx context.Context, p *plan) (bool, error) {
 // compare-and-swap, before the run plans. The registration changes the
 // pointer's ETag, so every pointer write that a former holder still has
 // in flight fails its If-Match, whatever this run goes on to do: a
-// collector that lost its lease changes nothing (I6). A dataset without a
-// pointer has nothing to register; a pointer that registers a higher
-// token stops the run (fenced). A commit that lands between the read and
-// the CAS makes it read and try again, at most maxPlans times.
-func (r *runner) register(ctx context.Context) error {
+// collector that lost its lease changes nothing (I6). ptr and attrs are
+// the pointer as run read and checked it before it took the lease; the
+// If-Match makes the CAS fail if it changed since. A nil ptr is read
+// again, as is the pointer after every lost CAS, and each is checked
+// against its manifest (readChecked) before it is rewritten. A dataset
+// without a pointer has nothing to register; a pointer that registers a
+// higher token stops the run (fenced). A commit that lands between the
+// read and the CAS makes it read and try again, at most maxPlans times.
+func (r *runner) register(ctx context.Context, ptr *pointer.Pointer, attrs store.Attrs) error {
 	for attempt := 1; ; attempt++ {
-		ptr, attrs, err := r.readPointer(ctx)
-		if errors.Is(err, store.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return refuse(fmt.Errorf("read %s: %w", pointer.Key, err))
+		if ptr == nil || attempt > 1 {
+			var err error
+			if ptr, attrs, err = r.readChecked(ctx); err != nil {
+				return err
+			}
+			if ptr == nil {
+				return nil
+			}
 		}
 		if err := r.fenced(ptr); err != nil {
 			return err
@@ -190,6 +196,24 @@ func (p *plan) limit(max int) {
 // deleteParallel is how many delete requests for data objects are in
 // flight at once.
 const deleteParallel = 8
+
+// readChecked reads the pointer and checks it against its manifest
+// (checkPointer). A missing pointer is returned as nil, with no error;
+// a pointer that does not read, or does not pass, stops the run
+// (ErrRefused) with an error that names its key.
+func (r *runner) readChecked(ctx context.Context) (*pointer.Pointer, store.Attrs, error) {
+	ptr, attrs, err := r.readPointer(ctx)
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, store.Attrs{}, nil
+	}
+	if err != nil {
+		return nil, store.Attrs{}, refuse(fmt.Errorf("pointer %q: %w", pointer.Key, err))
+	}
+	if _, err := r.checkPointer(ctx, ptr); err != nil {
+		return nil, store.Attrs{}, refuse(err)
+	}
+	return ptr, attrs, nil
+}
 
 // readPointer reads the pointer, trying up to four times on failures a
 // retry may cure: one lost response must not fail a run, nor leave a

@@ -46,7 +46,11 @@ writes killed mid-upload more than --orphan-age ago left and no listing
 shows: temp files on file:// stores, incomplete multipart uploads on S3. All
 ages are judged by the store's clock.
 
-If the pointer or a manifest is corrupt or unreadable, gc deletes nothing.
+If the pointer or a manifest is corrupt or unreadable, gc deletes nothing
+and exits with status 1, naming the key and what is wrong. Before its first
+write it checks the pointer against the manifest it names (seq, parent and
+the manifest's sha256): a pointer that fails is left as it was found, and gc
+writes nothing at all, not even its lease, with --dry-run or without.
 --dry-run prints the plan and writes nothing but the collector's lease.
 See docs/OPERATIONS.md for choosing --grace and --orphan-age.
 
