@@ -297,7 +297,7 @@ seaweedfs() {
 	local i vp vg
 	for i in 1 2 3; do
 		vp=$(free_port) vg=$(free_port)
-		add_node "volume$i" "$weed volume -ip=127.0.0.1 -ip.bind=127.0.0.1 -port=$vp -port.grpc=$vg -dir=$work/v$i -max=30 -mserver=127.0.0.1:$mp.$mg -dataCenter=dc1 -rack=rack1"
+		add_node "volume$i" "$weed volume -ip=127.0.0.1 -ip.bind=127.0.0.1 -port=$vp -port.grpc=$vg -dir=$work/v$i -max=30 -master=127.0.0.1:$mp.$mg -dataCenter=dc1 -rack=rack1"
 		wait_port "$vp"
 	done
 	add_node filer "$weed filer -ip=127.0.0.1 -ip.bind=127.0.0.1 -port=$fp -port.grpc=$fg -master=127.0.0.1:$mp.$mg -defaultStoreDir=$work/filer"
@@ -305,7 +305,7 @@ seaweedfs() {
 	local eps=() sp sg
 	for i in 1 2; do
 		sp=$(free_port) sg=$(free_port)
-		add_node "s3-$i" "$weed s3 -ip.bind=127.0.0.1 -port=$sp -port.grpc=$sg -filer=127.0.0.1:$fp.$fg -config=$work/s3.json"
+		add_node "s3-$i" "$weed s3 -ip.bind=127.0.0.1 -port=$sp -port.grpc=$sg -port.iceberg=0 -port.lance=0 -filer=127.0.0.1:$fp.$fg -config=$work/s3.json"
 		wait_port "$sp"
 		eps+=("http://127.0.0.1:$sp")
 	done
