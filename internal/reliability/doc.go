@@ -16,6 +16,11 @@
 //     at random points and checks I1, I2, I4 and I7 after each trial.
 //   - security_test.go checks size caps on parsed bodies, that credentials
 //     never appear in errors or CLI output, and the fs driver's file modes.
+//   - distributed_test.go, built only with the tag "distributed", runs the
+//     linearizability rounds and the soak against the endpoints of an S3
+//     deployment of several processes while scripts/distributed.sh kills
+//     and pauses its nodes (SeaweedFS, and versitygw gateways over one
+//     directory); the script writes the report.
 //   - fuzz_test.go fuzzes lease objects through lease.Status and
 //     lease.TryAcquire; regressions_test.go keeps the bugs found here
 //     fixed.
