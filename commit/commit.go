@@ -217,7 +217,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 				// is may be on its way (the guard can fail on an unchanged
 				// pointer: a pin that expired, or could not be read): it
 				// may land, so nothing is discarded.
-				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %w", ErrCommitUnknown, next.Generation, err)
+				return nil, fmt.Errorf("%w: a pointer write of generation %s may still land, and the commit can no longer be retried: %v", ErrCommitUnknown, next.Generation, err)
 			}
 			return tx.lose(ctx, err)
 		}

@@ -1081,7 +1081,7 @@ func (tx *Tx) lose(ctx context.Context, err error) (*pointer.Pointer, error) {
 	landed, serr := tx.settle(ctx)
 	switch {
 	case serr != nil:
-		return nil, fmt.Errorf("%w: generation %s may still be carried by another writer's commit (%v), after: %w", ErrCommitUnknown, tx.gen, serr, err)
+		return nil, fmt.Errorf("%w: generation %s may still be carried by another writer's commit (%v), after: %v", ErrCommitUnknown, tx.gen, serr, err)
 	case landed != nil:
 		tx.markCarried(landed)
 		return landed, nil

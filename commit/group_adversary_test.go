@@ -370,6 +370,7 @@ func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
 			chain := chainOf(t, direct)
 			if variant == "pointer unreadable" {
 				require.ErrorIs(t, errO, commit.ErrCommitUnknown)
+				assert.NotErrorIs(t, errO, commit.ErrConflict, "an unknown outcome never reads as lost")
 				assert.Contains(t, keysUnder(t, s, generation.Prefix(txO.Generation())), generation.DataKey(txO.Generation(), "o/f"), "unknown: nothing deleted")
 				assert.Equal(t, txC.Generation(), pC.Generation, "the group landed on V")
 				assert.True(t, readManifest(t, s, pC.Generation).CarriedBy(txO.Generation()))
@@ -861,6 +862,7 @@ func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
 	require.NoError(t, errC)
 	require.True(t, readManifest(t, s, pC.Generation).CarriedBy(txO.Generation()), "C carried O")
 	require.ErrorIs(t, errO, commit.ErrCommitUnknown)
+	assert.NotErrorIs(t, errO, commit.ErrConflict, "an unknown outcome never reads as lost")
 	assert.Contains(t, keysUnder(t, s, generation.Prefix(txO.Generation())), generation.DataKey(txO.Generation(), "o/f"), "nothing deleted")
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "o/f": "o", "c/f": "c"}, contents(t, direct))
 	assert.Equal(t, []uint64{pC.Seq}, applications(chainOf(t, direct), txO.Generation()))

@@ -22,9 +22,10 @@ unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null ||
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed:"; echo "$unformatted"; exit 1
 fi
-echo "==> go vet (linux, and macOS, which must build too)"
+echo "==> go vet (linux, macOS, which must build too, and the distributed run)"
 go vet ./...
 GOOS=darwin go vet ./...
+go vet -tags distributed ./internal/reliability
 echo "==> staticcheck"
 .cache/bin/staticcheck ./...
 echo "==> go test -race"
