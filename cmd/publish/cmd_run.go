@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -56,11 +57,14 @@ store's clock. If no renewal succeeds, run sends SIGTERM to CMD's process
 group at the deadline − --grace and SIGKILL at the deadline, waits until no
 process of the group is left, and exits with status 6. If the lease is
 taken over, run does the same at once (SIGKILL after --grace, or at the
-deadline if that comes first). On SIGINT or SIGTERM, run does the same and
-exits with 130. A second SIGINT or SIGTERM sends SIGKILL to the group at
-once; run still waits until no process of the group is left, releases the
-lease and exits with 130, and further signals change nothing (only SIGKILL
-of run itself ends it sooner). If CMD exits and leaves processes in its
+deadline if that comes first). On SIGINT, SIGTERM, SIGHUP or SIGQUIT, run
+does the same and exits with 130. A second such signal sends SIGKILL to
+the group at once; run still waits until no process of the group is
+left, releases the lease and exits with 130, and further signals change
+nothing. A stderr whose reader is gone does not end run, and Ctrl-Z
+(SIGTSTP) does not stop it while it holds the lease. SIGKILL or SIGSTOP
+of run itself stops only run: CMD keeps running, and the lease expires
+under it. If CMD exits and leaves processes in its
 group, run stops them the same way before it releases the lease. The lease
 is released at exit in every case but one: if the group is still there a
 while after SIGKILL (a process stuck in the kernel), run says so, exits 1
@@ -164,6 +168,21 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// From now on a second signal must not end run before CMD's group is
+	// gone and the lease released: it escalates to SIGKILL of the group
+	// (see procGroup.stop) and is otherwise ignored.
+	again := make(chan struct{}, 1)
+	defer onInterruptAgain(ctx, func() {
+		select {
+		case again <- struct{}{}:
+		default:
+		}
+	})()
+	// Nor may a stderr whose reader is gone (SIGPIPE), or a Ctrl-Z that
+	// would stop run and leave CMD, in a group of its own, running.
+	held := make(chan os.Signal, 1)
+	signal.Notify(held, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	defer signal.Stop(held)
 	release := true
 	defer func() {
 		if release {
@@ -201,15 +220,9 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 	// Output copying must not outlive CMD by much if it leaves processes
 	// behind, outside its group, that hold its stdout open.
 	c.WaitDelay = grace + time.Second
-	// From now on a second signal must not end run while CMD's group
-	// lives: it escalates to SIGKILL, and run still waits for the group.
-	again := make(chan struct{}, 1)
-	defer onInterruptAgain(ctx, func() {
-		select {
-		case again <- struct{}{}:
-		default:
-		}
-	})()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w; %s not started", err, name)
+	}
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

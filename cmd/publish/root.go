@@ -100,7 +100,7 @@ var exitDescriptions = map[int]string{
 	exitHeld:        "the lease is held by someone else (for gc: or commits kept landing too fast to collect); try again later",
 	exitUnknown:     "outcome unknown: the commit may or may not have landed; nothing was deleted (check with 'publish show')",
 	exitFenced:      "fenced or stale: our lease has a higher fencing token in the dataset (or the dataset takes fenced writers only), the collector's horizon passed our generation, or the lease was lost",
-	exitInterrupted: "interrupted (SIGINT or SIGTERM)",
+	exitInterrupted: "interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT)",
 }
 
 // exitStatus renders the EXIT STATUS section of a command's help for the

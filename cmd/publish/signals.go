@@ -8,8 +8,8 @@ import (
 	"syscall"
 )
 
-// interrupts turns SIGINT and SIGTERM into a cancelled context. The first
-// signal cancels it. A later one goes to the handler a command has set with
+// interrupts turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into a cancelled
+// context. The first signal cancels it. A later one goes to the handler a command has set with
 // onInterruptAgain; with none set, it ends the process as the signal's
 // default action would, so a second Ctrl-C stops a command that is slow to
 // clean up.
@@ -20,13 +20,17 @@ type interrupts struct {
 
 type interruptsKey struct{}
 
-// watchInterrupts returns a context cancelled by the first SIGINT or
-// SIGTERM, and a function that stops watching.
+// interruptSignals are the signals that interrupt a command: a person's
+// Ctrl-C, a service manager's stop, a closed terminal, Ctrl-\.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// watchInterrupts returns a context cancelled by the first of those
+// signals, and a function that stops watching.
 func watchInterrupts(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
 	in := &interrupts{}
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(ch, interruptSignals...)
 	done := make(chan struct{})
 	go func() {
 		first := true
@@ -41,7 +45,7 @@ func watchInterrupts(parent context.Context) (context.Context, func()) {
 					continue
 				}
 				if !in.handle() {
-					signal.Reset(os.Interrupt, syscall.SIGTERM)
+					signal.Reset(interruptSignals...)
 					syscall.Kill(os.Getpid(), sig.(syscall.Signal)) //nolint:errcheck // our own pid
 				}
 			}
