@@ -903,9 +903,10 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 }
 
 // appliedIn checks that m, which names this Tx as carried, holds its
-// changes: every path it read set as it has it, and under its scope no
-// other file. A manifest that claims the Tx without them was not written
-// by a carrier that followed the rules; the Tx cannot tell what landed.
+// changes: every path it read set as it has it, and under its scope
+// exactly the files it has, those it kept untouched too. A manifest that
+// claims the Tx without them was not written by a carrier that followed
+// the rules; the Tx cannot tell what landed.
 func (tx *Tx) appliedIn(m *generation.Manifest) error {
 	tx.mu.Lock()
 	rs := tx.reads
@@ -927,6 +928,11 @@ func (tx *Tx) appliedIn(m *generation.Manifest) error {
 		for _, e := range m.Entries {
 			if mine, ok := rs.mine[e.Path]; strings.HasPrefix(e.Path, scope) && (!ok || !sameEntry(e, mine)) {
 				return bad(e.Path)
+			}
+		}
+		for p := range rs.mine {
+			if _, ok := m.Find(p); strings.HasPrefix(p, scope) && !ok {
+				return bad(p)
 			}
 		}
 	}
