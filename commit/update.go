@@ -161,7 +161,7 @@ func UpdateObject(ctx context.Context, s store.Store, key string, retry Retry, f
 	// fail returns err, as ErrCommitUnknown while a write is open.
 	fail := func(err error) (store.Attrs, error) {
 		if len(open) > 0 {
-			return store.Attrs{}, fmt.Errorf("%w: update %q: a write this call sent is not settled and may still land; then: %v", ErrCommitUnknown, key, err)
+			return store.Attrs{}, fmt.Errorf("%w: update %q: a write this call sent is not settled and may still land; then: %w", ErrCommitUnknown, key, err)
 		}
 		return store.Attrs{}, err
 	}
