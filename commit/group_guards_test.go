@@ -62,54 +62,86 @@ func TestGroupCarrierNeverCarriesLowerTokenOfOwnLease(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(txO.Generation())))
 }
 
-// TestGroupRebasedCarrierNeverResendsOnRewrite: C loses its first
-// compare-and-swap, rebases on V, joins O's round there and, O being
-// held, carries it: C reached its round by rebasing. C's compare-and-swap
-// on V is held while a fence registration rewrites V. O's intent is bound
-// to V, gone now: no commit may carry it. C must round again on the
-// rewritten value, where O has no intent, and land carrying nobody; O
-// then loses to C and commits on its own.
-func TestGroupRebasedCarrierNeverResendsOnRewrite(t *testing.T) {
+// rebasedRound is what rebasedCarrier returns: O's commit and C's.
+type rebasedRound struct {
+	txO, txC   *commit.Tx
+	pO, pC     *pointer.Pointer
+	errO, errC error
+}
+
+// rebasedCarrier sets up a round carried by a writer that reached it by
+// rebasing: O and C both begin on the seed; O loses its first
+// compare-and-swap to "theirs/" (V), rebases, publishes its intent on V
+// and leads the round there, and the write that closes it is held while C
+// commits. C's first compare-and-swap, on the seed, loses to V (in a round
+// of its own on the seed, or alone); C rebases on V, joins O's round and,
+// O being held, carries it. atGroup runs when C's group write on V is
+// about to be sent, with V.
+func rebasedCarrier(t *testing.T, s store.Store, atGroup func(v *pointer.Pointer)) rebasedRound {
+	t.Helper()
 	ctx := context.Background()
-	const lease = "mem://x/_lease/other"
-	s := mem.New()
 	fsO, fsC := faultstore.New(s), faultstore.New(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
-	txC := partition(t, dC, "c/", map[string]string{"f": "c"}) // on the seed, as O
-	var v *pointer.Pointer
-	var pC *pointer.Pointer
-	var errC error
+	var r rebasedRound
+	r.txO = partition(t, dO, "o/", map[string]string{"f": "o"})
+	r.txC = partition(t, dC, "c/", map[string]string{"f": "c"})
 	groupHeld(t, s, fsO, direct, func() {
-		v = readPointer(t, s)
-		// C's pointer writes: the first, on the seed, loses to V (in a
-		// round of its own on the seed, or alone); the one that carries
-		// O's round on V is held while the fence is registered.
+		v := readPointer(t, s)
 		writes := 0
 		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Then: func() {
 			if writes++; writes != 2 {
 				return
 			}
 			require.Equal(t, v.WriteID, readPointer(t, s).WriteID)
-			require.Len(t, carriers(t, s, txO.Generation()), 1, "C's group on V carries O")
-			require.NoError(t, direct.RegisterFence(ctx, lease, 5))
+			require.Len(t, carriers(t, s, r.txO.Generation()), 1, "C's group on V carries O")
+			atGroup(v)
 		}})
-		pC, errC = txC.Commit(ctx, commit.CommitOptions{})
+		r.pC, r.errC = r.txC.Commit(ctx, commit.CommitOptions{})
 	})
-	pO, errO := txO.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, errC)
-	require.NoError(t, errO)
-	require.NotNil(t, v)
+	r.pO, r.errO = r.txO.Commit(ctx, commit.CommitOptions{})
+	return r
+}
+
+// TestGroupRebasedCarrierNamesCarried: a writer that reached its round by
+// rebasing carries it in its rebased manifest, which names the writers it
+// carried: O settles as carried by C's commit, keeps its objects (C's
+// commit references them) and does not commit again.
+func TestGroupRebasedCarrierNamesCarried(t *testing.T) {
+	s := mem.New()
+	r := rebasedCarrier(t, s, func(*pointer.Pointer) {})
+	require.NoError(t, r.errC)
+	require.NoError(t, r.errO)
+	assert.GreaterOrEqual(t, r.txC.Rebased(), 1, "C rebased")
+	assert.Equal(t, r.pC.Generation, r.txO.CarriedBy())
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "o/f": "o", "c/f": "c"}, contents(t, commit.New(s)))
+	assert.Equal(t, []uint64{r.pC.Seq}, applications(chainOf(t, commit.New(s)), r.txO.Generation()))
+}
+
+// TestGroupRebasedCarrierNeverResendsOnRewrite: C reached its round on V
+// by rebasing, and its group write on V is held while a fence
+// registration rewrites V. O's intent is bound to V, gone now: no commit
+// may carry it. C must round again on the rewritten value, where O has no
+// intent, and land carrying nobody; O then loses to C and commits on its
+// own.
+func TestGroupRebasedCarrierNeverResendsOnRewrite(t *testing.T) {
+	const lease = "mem://x/_lease/other"
+	s := mem.New()
+	r := rebasedCarrier(t, s, func(*pointer.Pointer) {
+		require.NoError(t, commit.New(s).RegisterFence(context.Background(), lease, 5))
+	})
+	require.NoError(t, r.errC)
+	require.NoError(t, r.errO)
 	assert.Equal(t, uint64(5), readPointer(t, s).Fences[lease], "the fence was registered on V")
-	assert.Empty(t, readManifest(t, s, pC.Generation).Carried, "C's commit, on the rewritten value, carries no intent bound to V")
-	assert.Empty(t, txO.CarriedBy(), "O is not told it was carried by a commit on another value than its intent's")
-	assert.Equal(t, pC.Seq+1, pO.Seq, "O committed on its own, after C")
+	assert.Empty(t, readManifest(t, s, r.pC.Generation).Carried, "C's commit, on the rewritten value, carries no intent bound to V")
+	assert.Empty(t, r.txO.CarriedBy(), "O is not told it was carried by a commit on another value than its intent's")
+	assert.Equal(t, r.pC.Seq+1, r.pO.Seq, "O committed on its own, after C")
+	direct := commit.New(s)
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "o/f": "o", "c/f": "c"}, contents(t, direct))
 	chain := chainOf(t, direct)
-	assert.Equal(t, []uint64{pO.Seq}, applications(chain, txO.Generation()))
-	assert.Equal(t, []uint64{pC.Seq}, applications(chain, txC.Generation()))
+	assert.Equal(t, []uint64{r.pO.Seq}, applications(chain, r.txO.Generation()))
+	assert.Equal(t, []uint64{r.pC.Seq}, applications(chain, r.txC.Generation()))
 }
 
 // TestGroupWithdrawsWhenValueManifestUnreadable: O publishes its intent on
