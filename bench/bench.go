@@ -70,7 +70,7 @@ func payload(size int) []byte {
 
 // Commit commits n generations of k files of size bytes each, one after
 // another, and reports commit latency and requests per commit. The floor
-// is k+3 requests (DESIGN.md).
+// is k+3 requests (docs/PROTOCOL.md, "Commit").
 func Commit(ctx context.Context, s store.Store, k, size, n int) (Result, error) {
 	c := store.Count(store.WithPrefix(s, "bench/commit-"+uuid.NewString()[:8]+"/"))
 	d := commit.New(c)

@@ -26,7 +26,7 @@
 # BROKEN. All three fail the run, as does any survivor that the list does
 # not explain (a "harmless:" field with the reason). The developer's tree is
 # never modified: everything happens in a temporary copy, removed on exit.
-# It is too slow for CI; see docs/RELIABILITY.md ("Mutation testing").
+# It is too slow for CI; see docs/TESTING.md ("Mutation testing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

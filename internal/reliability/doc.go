@@ -33,5 +33,5 @@
 //	COMMITPTR_SEED=n          fault seed (default: fixed per test)
 //	COMMITPTR_ARTIFACTS=dir   where failing histories and their HTML go
 //
-// docs/RELIABILITY.md has the figures and the commands that reproduce them.
+// docs/TESTING.md has the figures and the commands that reproduce them.
 package reliability

@@ -60,8 +60,8 @@ func All() []Factory {
 //
 // Its header and idle timeouts are 2 minutes, not the default 30 s:
 // Azurite is one Node process, and on a machine loaded to 20 and more on
-// 2 cores it has been seen to send no header for over 30 s (RELIABILITY
-// finding 61). The tests that are about timeouts set their own.
+// 2 cores it has been seen to send no header for over 30 s. The tests
+// that are about timeouts set their own.
 func azblobStore(t testing.TB) store.Store {
 	t.Helper()
 	srv := azurite.Shared(t)

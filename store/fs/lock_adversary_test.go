@@ -33,9 +33,9 @@ import (
 // flock(2) cannot be called off. Such requests must not pile up: if each
 // write that gives up against a paused holder left one behind, with an
 // open descriptor and a goroutine, the process would have several waiters
-// on the flock at once (the herd of finding 60) and leak a descriptor per
-// attempt. The request left over keeps the queue's turn until it is
-// granted, so the writers after it wait in the queue instead.
+// on the flock at once (a herd in which one writer can starve) and leak a
+// descriptor per attempt. The request left over keeps the queue's turn
+// until it is granted, so the writers after it wait in the queue instead.
 //
 // Another process holds the flock (a descriptor of this test, as in
 // holdDirLock); three writers in turn wait and are cancelled. The process
