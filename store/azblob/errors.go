@@ -11,8 +11,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
 )
 
 // classify wraps an SDK error with the operation, the key and its store

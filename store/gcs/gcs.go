@@ -21,8 +21,8 @@ import (
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
 )
 
 // PartSize is the largest body Put sends in one retryable request, and the

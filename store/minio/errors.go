@@ -9,8 +9,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
 )
 
 // classify wraps a minio-go error with the operation, the key and its store

@@ -21,10 +21,10 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
-	"github.com/commitptr/commitptr/internal/settle"
-	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/partupload"
+	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // PartSize is the largest body Put sends as a single PutObject, and the size
@@ -133,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	// A part upload is seen through to its answer once its body is sent,
 	// so that the abort of a cancelled upload is final.
-	rt := settle.RoundTripper(httptimeout.RoundTripper(base, opts.Timeouts))
+	rt := partupload.RoundTripper(httptimeout.RoundTripper(base, opts.Timeouts))
 	mo := &minio.Options{
 		Creds:     creds,
 		Secure:    secure,
@@ -368,7 +368,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // multipart uploads buf, then the rest of the body, as parts of len(buf)
 // bytes, and completes the upload. It aborts the upload on failure, once
 // its part request has returned, which the transport delays until the
-// server is done with a part it has in full (package settle). want is
+// server is done with a part it has in full (package partupload). want is
 // the size the caller announced, or 0. Conditional writes never come here.
 func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
 	// Started on a context of its own: cancelled halfway, the request

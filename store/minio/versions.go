@@ -10,8 +10,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // Versioning implements store.Versioner: it asks GetBucketVersioning once

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
 )
 
 // classify wraps an SDK error with the operation, the key and its store

@@ -22,7 +22,7 @@ func TestInterruptedPutsLeaveNoUploads(t *testing.T) {
 }
 
 // TestCancelledPutSettlesParts: the abort of a cancelled Put waits for
-// every part whose body was sent in full (package settle).
+// every part whose body was sent in full (package partupload).
 func TestCancelledPutSettlesParts(t *testing.T) {
 	srv := server(t)
 	bucket := srv.NewBucket(t)

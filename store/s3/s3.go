@@ -22,10 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithymiddleware "github.com/aws/smithy-go/middleware"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
-	"github.com/commitptr/commitptr/internal/settle"
-	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/partupload"
+	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // PartThreshold is the largest body Put sends as a single PutObject. Larger
@@ -154,7 +154,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 		// A part upload is seen through to its answer once its body is
 		// sent, so that the abort of a cancelled upload is final.
-		o.HTTPClient = settle.Client(httptimeout.Client(o.HTTPClient, opts.Timeouts))
+		o.HTTPClient = partupload.Client(httptimeout.Client(o.HTTPClient, opts.Timeouts))
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true

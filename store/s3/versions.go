@@ -12,8 +12,8 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/commitptr/commitptr/internal/versions"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // Versioning implements store.Versioner: it asks GetBucketVersioning once

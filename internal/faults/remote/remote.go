@@ -14,13 +14,13 @@ import (
 	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/gcsserver"
-	"github.com/commitptr/commitptr/internal/httptimeout"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/azblob"
 	"github.com/commitptr/commitptr/store/gcs"
 	"github.com/commitptr/commitptr/store/minio"
 	"github.com/commitptr/commitptr/store/s3"
+	"github.com/commitptr/commitptr/store/storetest"
 )
 
 // Drivers are the drivers of the three protocols, one each.
@@ -73,15 +73,16 @@ const azuriteTimeout = 2 * time.Minute
 // baseTransport returns the transport under the injector, set up as the
 // driver's own default one is.
 func baseTransport(driver string) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 256
-	tr.MaxIdleConnsPerHost = 64
 	t := store.Timeouts{}
 	if driver == "azblob" {
-		tr.DisableCompression = true // bodies come back as stored
 		t = store.Timeouts{Header: azuriteTimeout, Idle: azuriteTimeout}
 	}
-	httptimeout.Apply(tr, t)
+	tr := storetest.Transport(t)
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 64
+	if driver == "azblob" {
+		tr.DisableCompression = true // bodies come back as stored
+	}
 	return tr
 }
 

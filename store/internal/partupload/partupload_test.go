@@ -1,4 +1,4 @@
-package settle_test
+package partupload_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/settle"
+	"github.com/commitptr/commitptr/store/internal/partupload"
 )
 
 const (
@@ -81,7 +81,7 @@ const partPath = "/bucket/key?partNumber=1&uploadId=u1"
 func transport(t *testing.T) http.RoundTripper {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
-	return settle.RoundTripper(tr)
+	return partupload.RoundTripper(tr)
 }
 
 // TestDeliveredPartIsAnswered: a part whose body the server has in full is
@@ -176,7 +176,7 @@ func TestResentPartIsAnswered(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
-		resp, err := settle.RoundTripper(rr).RoundTrip(req)
+		resp, err := partupload.RoundTripper(rr).RoundTrip(req)
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -204,11 +204,11 @@ func TestUploadPart(t *testing.T) {
 	} {
 		req, err := http.NewRequest(http.MethodPut, url, nil)
 		require.NoError(t, err)
-		assert.Equal(t, want, settle.UploadPart(req), url)
+		assert.Equal(t, want, partupload.UploadPart(req), url)
 	}
 	req, err := http.NewRequest(http.MethodPost, "http://h/b/k?partNumber=1&uploadId=x", nil)
 	require.NoError(t, err)
-	assert.False(t, settle.UploadPart(req), "a POST")
+	assert.False(t, partupload.UploadPart(req), "a POST")
 }
 
 // lagging is a transport that reads all but the last byte of a request
@@ -241,7 +241,7 @@ func TestCutPartNeverHandsOverItsEnd(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
-		_, err := settle.RoundTripper(l).RoundTrip(req)
+		_, err := partupload.RoundTripper(l).RoundTrip(req)
 		done <- err
 	}()
 	<-l.read

@@ -1,8 +1,8 @@
-// Package httptimeout bounds the HTTP requests of the S3 drivers by the
-// limits of a store.Timeouts: a connect timeout, a response-header timeout
-// and an idle timeout that fails a connection on which no byte moves in
-// either direction for that long. A transfer that keeps moving bytes is
-// never cut, however long it takes.
+// Package httptimeout owns the limits on the HTTP requests of the network
+// drivers (s3, minio, gcs and azblob), taken from a store.Timeouts: a
+// connect timeout, a response-header timeout and an idle timeout that fails
+// a connection on which no byte moves in either direction for that long. A
+// transfer that keeps moving bytes is never cut, however long it takes.
 package httptimeout
 
 import (

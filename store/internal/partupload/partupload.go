@@ -1,6 +1,8 @@
-// Package settle sees an S3 UploadPart request through to its answer once
-// its body has been handed over in full, even when the caller's context is
-// cancelled meanwhile.
+// Package partupload owns the fate of an S3 multipart part upload whose
+// caller gives up: the s3 and minio drivers send every UploadPart through
+// it, and it sees the request through to its answer once its body has been
+// handed over in full, even when the caller's context is cancelled
+// meanwhile.
 //
 // A cancelled part upload is a race on the server. Once a server has the
 // whole body of a part, it goes on storing it after the client has given
@@ -19,7 +21,7 @@
 // (the response header and idle timeouts of package httptimeout). Either
 // way, when the request returns, no server handler of it can store the
 // part any more, and an abort sent after it is final.
-package settle
+package partupload
 
 import (
 	"context"
@@ -27,7 +29,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/commitptr/commitptr/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
 )
 
 // UploadPart reports whether req is an S3 UploadPart: a PUT with both the
