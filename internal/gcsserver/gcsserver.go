@@ -60,8 +60,8 @@ var (
 )
 
 // Shared returns the process-wide server, starting it on first use. It
-// fails t if the server cannot be started. Call Stop from TestMain (see
-// Main); the process is also killed when the test binary exits.
+// fails t if the server cannot be started. Main (or s3server.Main) stops
+// it; the process is also killed when the test binary exits.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	once.Do(func() { shared, sharedErr = Start() })
@@ -74,10 +74,16 @@ func Shared(t testing.TB) *Server {
 // Main runs the tests and stops the shared server afterwards.
 func Main(m *testing.M) int {
 	code := m.Run()
+	StopShared()
+	return code
+}
+
+// StopShared stops the shared server if it was started, for TestMain
+// (s3server.Main calls it).
+func StopShared() {
 	if shared != nil {
 		shared.Stop()
 	}
-	return code
 }
 
 // Start builds the binary if needed and starts a server.

@@ -37,6 +37,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/commitptr/commitptr/internal/azurite"
+	"github.com/commitptr/commitptr/internal/gcsserver"
 	"github.com/commitptr/commitptr/internal/procattr"
 	"github.com/commitptr/commitptr/store/storetest"
 )
@@ -123,8 +124,9 @@ var gofakes3VersionsLack = map[storetest.Capability]string{
 	storetest.VersionPages: "gofakes3 v1.2.0 answers a truncated ListObjectVersions without NextKeyMarker, so the next page cannot be asked for",
 }
 
-// Main runs the tests and stops the shared servers afterwards, Azurite's
-// too (internal/azurite). Use it as
+// Main runs the tests and stops every shared test server afterwards: the
+// S3 servers of this package, Azurite (internal/azurite) and
+// fake-gcs-server (internal/gcsserver). Use it as
 // `func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }`.
 func Main(m *testing.M) int {
 	code := m.Run()
@@ -138,6 +140,7 @@ func Main(m *testing.M) int {
 		versioned.Stop()
 	}
 	azurite.StopShared()
+	gcsserver.StopShared()
 	return code
 }
 
