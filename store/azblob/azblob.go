@@ -434,7 +434,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 		}
 	}
 	return store.Wrap("delete-many", failed[0], class,
-		fmt.Errorf("%d keys not deleted (%s); the first failed with %w", len(failed), keyList(failed), first))
+		fmt.Errorf("%d keys not deleted (%s); the first failed with %w", len(failed), store.KeyList(failed), first))
 }
 
 // List returns one page of the listing; see store.Store. One List is one
@@ -626,21 +626,4 @@ func optString(v string) *string {
 		return nil
 	}
 	return &v
-}
-
-// keyList formats keys for an error message, eliding all but the first few.
-func keyList(keys []string) string {
-	const show = 5
-	var b strings.Builder
-	for i, k := range keys {
-		if i == show {
-			fmt.Fprintf(&b, " and %d more", len(keys)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(k))
-	}
-	return b.String()
 }

@@ -532,24 +532,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 		}
 	}
 	return store.Wrap("delete-many", failed[0], class,
-		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), keyList(failed), firstErr))
-}
-
-// keyList names the first few keys.
-func keyList(keys []string) string {
-	const show = 10
-	var b strings.Builder
-	for i, k := range keys {
-		if i == show {
-			fmt.Fprintf(&b, " and %d more", len(keys)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(k))
-	}
-	return b.String()
+		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), store.KeyList(failed), firstErr))
 }
 
 // List implements store.Store with one objects.list request. StartAfter

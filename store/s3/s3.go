@@ -393,7 +393,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 			rest := append(failed, keys[start:]...)
 			class, cause := s.sort(err, false)
 			return store.Wrap("delete-many", rest[0], class,
-				fmt.Errorf("%d keys not deleted (%s): %w", len(rest), keyList(rest), cause))
+				fmt.Errorf("%d keys not deleted (%s): %w", len(rest), store.KeyList(rest), cause))
 		}
 		for _, e := range out.Errors {
 			code := aws.ToString(e.Code)
@@ -410,7 +410,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
 	}
 	if len(failed) > 0 {
 		return store.Wrap("delete-many", failed[0], firstClass,
-			fmt.Errorf("%d keys not deleted (%s); the first failed with %s", len(failed), keyList(failed), firstErr))
+			fmt.Errorf("%d keys not deleted (%s); the first failed with %s", len(failed), store.KeyList(failed), firstErr))
 	}
 	return nil
 }
@@ -510,21 +510,4 @@ func lowerKeys(m map[string]string) map[string]string {
 		out[strings.ToLower(k)] = v
 	}
 	return out
-}
-
-// keyList formats keys for an error message, eliding all but the first few.
-func keyList(keys []string) string {
-	const show = 5
-	var b strings.Builder
-	for i, k := range keys {
-		if i == show {
-			fmt.Fprintf(&b, " and %d more", len(keys)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(k))
-	}
-	return b.String()
 }
