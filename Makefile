@@ -1,9 +1,14 @@
-# `make test` runs everything CI runs. `make run` publishes a sample batch
-# output to a local store (file://, no S3 needed).
-.PHONY: test run build
+# `make test` runs everything CI runs. `make check` is the quick loop
+# (formatting, vet, staticcheck and the tests that need no test server).
+# `make run` publishes a sample batch output to a local store (file://, no
+# S3 needed).
+.PHONY: test check run build
 
 test:
 	bash scripts/test.sh
+
+check:
+	bash scripts/check.sh
 
 build:
 	go build -o publish ./cmd/publish
