@@ -33,9 +33,9 @@ const (
 	// Cut, for a Get, returns the first half of the body and then the
 	// error, as a connection that breaks mid-download.
 	Cut
-	// HoldRequest, for a Put, runs Then before the request reaches the
-	// store, then sends it and returns its real result: a write delayed
-	// in the network that lands late.
+	// HoldRequest, for a Put or a List, runs Then before the request
+	// reaches the store, then sends it and returns its real result: a
+	// request delayed in the network.
 	HoldRequest
 	// HoldResponse, for a Put, sends the request, runs Then, and returns
 	// the real result: a write that landed at once and whose response
@@ -83,14 +83,21 @@ type rule struct {
 // New wraps s.
 func New(s store.Store) *Store { return &Store{Store: s} }
 
-// Add installs a rule. Cut applies to Get only; HoldRequest, HoldResponse
-// and Hold to Put only.
+// Add installs a rule. Cut applies to Get only; HoldRequest to Put and
+// List; HoldResponse and Hold to Put only. A List rule matches on the
+// request's prefix, and knows Before and HoldRequest.
 func (s *Store) Add(r Rule) {
 	if r.Mode == Cut && r.Op != store.OpGet {
 		panic("faultstore: Cut applies to Get only")
 	}
-	if (r.Mode == HoldRequest || r.Mode == HoldResponse || r.Mode == Hold) && r.Op != store.OpPut {
-		panic("faultstore: HoldRequest, HoldResponse and Hold apply to Put only")
+	if r.Mode == HoldRequest && r.Op != store.OpPut && r.Op != store.OpList {
+		panic("faultstore: HoldRequest applies to Put and List only")
+	}
+	if (r.Mode == HoldResponse || r.Mode == Hold) && r.Op != store.OpPut {
+		panic("faultstore: HoldResponse and Hold apply to Put only")
+	}
+	if r.Op == store.OpList && r.Mode != Before && r.Mode != HoldRequest {
+		panic("faultstore: a List rule is Before or HoldRequest")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,6 +243,19 @@ func (s *Store) Release() error {
 		errs = append(errs, send())
 	}
 	return errors.Join(errs...)
+}
+
+// List implements store.Store.
+func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if r := s.match(store.OpList, req.Prefix); r != nil {
+		if r.Mode == Before {
+			return store.ListPage{}, store.Wrap("list", req.Prefix, nil, r.Err)
+		}
+		if r.Then != nil {
+			r.Then()
+		}
+	}
+	return s.Store.List(ctx, req)
 }
 
 // Delete implements store.Store.
