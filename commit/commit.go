@@ -129,8 +129,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	// (group commit); rs is what it read, for the rebase too.
 	var rs *rebaseState
 	var fences []fenceToken // those of the writers next carries
-	var writeID string      // the write id announced for next, if any
-	g, on, mv, r, err := tx.carryFirst(ctx, entries, opts)
+	g, mv, r, err := tx.carryFirst(ctx, entries, opts)
 	switch {
 	case err != nil:
 		return tx.lose(ctx, err)
@@ -146,17 +145,9 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 			return done, err
 		}
 		return tx.send(ctx, opts, entries, r, plan)
-	case r != nil && on.ptr != tx.base:
-		// It joined the next round ahead and carries it: rebased on the
-		// value that round is bound to.
-		plan, done, err := tx.planOn(ctx, on, g, opts, &ConflictError{Winner: on.ptr.Generation, Seq: m.Seq})
-		if err != nil || done != nil {
-			return done, err
-		}
-		return tx.send(ctx, opts, entries, r, plan)
 	case r != nil:
 		rs = r
-		m.Entries, m.Carried, fences, writeID = g.entries, g.carried, g.fences, g.writeID
+		m.Entries, m.Carried, fences = g.entries, g.carried, g.fences
 		tx.mu.Lock()
 		tx.sending = len(g.carried)
 		tx.mu.Unlock()
@@ -187,7 +178,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	if err := encodes(next); err != nil {
 		return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
-	return tx.send(ctx, opts, entries, rs, sendPlan{next: next, fences: fences, head: tx.base, etag: tx.baseETag, writeID: writeID})
+	return tx.send(ctx, opts, entries, rs, sendPlan{next: next, fences: fences, head: tx.base, etag: tx.baseETag})
 }
 
 // send sends the pointer write of plan, and settles its outcome: it
@@ -195,7 +186,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 // with, rebasing on a proven loss when the Tx may. rs is what the Tx read,
 // once known; entries are its own.
 func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation.Entry, rs *rebaseState, plan sendPlan) (*pointer.Pointer, error) {
-	next, fences, writeID := plan.next, plan.fences, plan.writeID
+	next, fences := plan.next, plan.fences
 	var err error
 	// base is the pointer next builds on: the Tx's base, or after a
 	// rebase the head it rebased on.
@@ -207,7 +198,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 	// adopt makes a rebase's pointer write the one to send, built on the
 	// head it rebased on.
 	adopt := func(plan sendPlan) {
-		next, fences, writeID = plan.next, plan.fences, plan.writeID
+		next, fences = plan.next, plan.fences
 		base, cur, etag, sent, attempt = plan.head, plan.head, plan.etag, nil, -1
 	}
 	for ; ; attempt++ {
@@ -242,15 +233,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 		if err := encodes(next); err != nil {
 			return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		}
-		// A write id announced for the round is for its first write,
-		// conditioned on the value the round is bound to; every other
-		// write takes a fresh one.
-		id := writeID
-		if id == "" {
-			id = pointer.NewWriteID()
-		}
-		writeID = ""
-		_, werr := pointer.WriteAs(ctx, tx.d.s, next, etag, id)
+		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
 		sent, sentOn[etag] = append(sent, next.WriteID), true
 		last := *next
 		tx.mu.Lock()
@@ -358,9 +341,6 @@ type sendPlan struct {
 	fences []fenceToken
 	head   *pointer.Pointer
 	etag   string
-	// writeID is the write id the round announced for the first write
-	// of next, or "".
-	writeID string
 }
 
 // rebaseRounds rebases the lost commit on got, in group-commit rounds
@@ -386,7 +366,7 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 				return sendPlan{}, nil, tx.abort(ctx, err)
 			}
 			var mv *moved
-			g, h, mv, err = tx.round(ctx, rs, h, own, opts, nil)
+			g, mv, err = tx.round(ctx, rs, h, own, opts)
 			switch {
 			case err != nil:
 				landed, err := tx.lose(ctx, err)
@@ -423,7 +403,7 @@ func (tx *Tx) planOn(ctx context.Context, h *head, g group, opts CommitOptions, 
 		landed, err := tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		return sendPlan{}, landed, err
 	}
-	return sendPlan{next: next, fences: g.fences, head: h.ptr, etag: h.attrs.ETag, writeID: g.writeID}, nil, nil
+	return sendPlan{next: next, fences: g.fences, head: h.ptr, etag: h.attrs.ETag}, nil, nil
 }
 
 // carrying reports whether the pointer write being sent carries other

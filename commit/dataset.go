@@ -115,8 +115,8 @@ type Dataset struct {
 	retry       Retry
 	log         *slog.Logger
 	// contended is set while this Dataset's commits meet contention: a
-	// commit with rebase then opens a group-commit round even when none
-	// waits on its base (see carryFirst).
+	// commit with rebase then takes part in a group-commit round from its
+	// first compare-and-swap (see carryFirst).
 	contended atomic.Bool
 }
 

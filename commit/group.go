@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/internal/strictjson"
@@ -40,17 +38,7 @@ const (
 	// publish and list, a writer that is not the first of its round
 	// waits for the pointer to move before it carries the round itself.
 	followerPatience = 12
-	// aheadTakeover is how often a writer bound ahead that is not the
-	// first of its round reads the announced value before it carries the
-	// round itself.
-	aheadTakeover = 8
 )
-
-// IntentClose begins the name of the marker that closes a round:
-// _intent/<head>/~<write id> announces the write id of the compare-and-swap
-// with which the round's carrier replaces head. It sorts after every
-// intent id.
-const IntentClose = "~"
 
 // intent is what a rebasing writer publishes for one round: every path it
 // read with the entry the head has there (Base, nil if none) and its own
@@ -212,7 +200,7 @@ func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
 	tx.intents = append(tx.intents, key)
-	tx.liveIntent, tx.liveKey, tx.liveVia = in, key, ""
+	tx.liveIntent, tx.liveKey = in, key
 	tx.mu.Unlock()
 	_, err = tx.d.s.Put(ctx, key, bytes.NewReader(b), store.PutOptions{IfNoneMatch: true, Size: int64(len(b)), ContentType: "application/json"})
 	if err != nil && !errors.Is(err, store.ErrPrecondition) {
@@ -295,10 +283,22 @@ func validEntry(gen string, e generation.Entry) bool {
 
 // gather reads the intents at keys of the other writers of the round,
 // at most maxCarried, all at once, in the order they were published.
-// Those in read, read before from an earlier listing of the round, are
-// not read again: an intent is written once.
-func (tx *Tx) gather(ctx context.Context, keys []string, h *head, read map[string]*intent) []*intent {
-	out := tx.readIntents(ctx, tx.othersOf(keys), h, read)
+func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
+	tx.mu.Lock()
+	mine := slices.Clone(tx.intents)
+	tx.mu.Unlock()
+	var want []string
+	for _, k := range keys {
+		if !slices.Contains(mine, k) && len(want) < maxCarried {
+			want = append(want, k)
+		}
+	}
+	out := make([]*intent, len(want))
+	var wg sync.WaitGroup
+	for i, k := range want {
+		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
+	}
+	wg.Wait()
 	seen := map[string]bool{tx.gen: true}
 	return slices.DeleteFunc(out, func(in *intent) bool {
 		if in == nil || seen[in.Generation] {
@@ -309,178 +309,29 @@ func (tx *Tx) gather(ctx context.Context, keys []string, h *head, read map[strin
 	})
 }
 
-// othersOf returns the keys, of those given, of the other writers'
-// intents, at most maxCarried.
-func (tx *Tx) othersOf(keys []string) []string {
-	tx.mu.Lock()
-	mine := slices.Clone(tx.intents)
-	tx.mu.Unlock()
-	var want []string
-	for _, k := range keys {
-		if !slices.Contains(mine, k) && len(want) < maxCarried {
-			want = append(want, k)
-		}
-	}
-	return want
-}
-
-// readAhead reads, all at once, the intents of the other writers at
-// keys, at most maxCarried, and returns those it could read by key, for
-// gather.
-func (tx *Tx) readAhead(ctx context.Context, keys []string, h *head) map[string]*intent {
-	want := tx.othersOf(keys)
-	out := tx.readIntents(ctx, want, h, nil)
-	read := make(map[string]*intent, len(want))
-	for i, in := range out {
-		if in != nil {
-			read[want[i]] = in
-		}
-	}
-	return read
-}
-
-// readIntents reads the intents at keys all at once, but for those in
-// read; nil stands for one it could not read or use.
-func (tx *Tx) readIntents(ctx context.Context, keys []string, h *head, read map[string]*intent) []*intent {
-	out := make([]*intent, len(keys))
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		if in := read[k]; in != nil {
-			out[i] = in
-			continue
-		}
-		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
-	}
-	wg.Wait()
-	return out
-}
-
 // listIntents returns the keys of the intents bound to the pointer value
-// with write id head, sorted, and the write id its carrier announced when
-// it closed the round ("" while the round is open).
-func (tx *Tx) listIntents(ctx context.Context, head string) (keys []string, next string, err error) {
-	r := roundListing{dir: IntentDir + head + "/"}
-	for o, err := range store.List(ctx, tx.d.s, r.dir, "", "") {
+// with write id head, sorted: in the order they were published. It stops
+// past four times as many as a carrier reads.
+func (tx *Tx) listIntents(ctx context.Context, head string) ([]string, error) {
+	var keys []string
+	for o, err := range store.List(ctx, tx.d.s, IntentDir+head+"/", "", "") {
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		if r.add(o.Key) {
+		if keys = append(keys, o.Key); len(keys) > 4*maxCarried {
 			break
 		}
 	}
-	keys, next = r.result()
-	return keys, next, nil
+	slices.Sort(keys)
+	return keys, nil
 }
 
-// roundListing collects a round's intents and its marker from a listing
-// of its directory.
-type roundListing struct {
-	dir  string
-	keys []string
-	next string
-}
-
-// add takes a key under the round's directory; it reports whether the
-// round has more intents than a carrier would read.
-func (r *roundListing) add(key string) (full bool) {
-	if id, ok := strings.CutPrefix(strings.TrimPrefix(key, r.dir), IntentClose); ok {
-		if uuid.Validate(id) == nil && (r.next == "" || id < r.next) {
-			r.next = id
-		}
-		return false
-	}
-	r.keys = append(r.keys, key)
-	return len(r.keys) > 4*maxCarried
-}
-
-// result returns the round's intents, sorted, and its marker's write id.
-func (r *roundListing) result() ([]string, string) {
-	slices.Sort(r.keys)
-	return r.keys, r.next
-}
-
-// busyWindow is how long before the base was committed an intent on
-// another value may have been written for scanIntents to take it as a
-// sign of writers at work: intents are deleted when their commits end,
-// and older ones are a crashed writer's, left to the collector.
-const busyWindow = 10 * time.Second
-
-// scanIntents lists the whole intent directory in one page and returns
-// what listIntents returns for h's round, and whether intents on other
-// values show other writers at work (written, by the store's clock, at
-// most busyWindow before h was committed): writers that lost to h and
-// have not published on it yet, or that are bound ahead. (A writer that
-// commits alone, back to back, would otherwise never see the writers
-// it keeps beating: each time they publish on the value it has just
-// replaced.) Markers are left out: the last round of a burst keeps one.
-// announced is the key of a marker that announced h, if the listing
-// shows one: a Tx that commits on h deletes it (see dropIntents). When
-// the directory holds more than a page, it lists h's round alone.
-func (tx *Tx) scanIntents(ctx context.Context, h *head) (keys []string, next string, busy bool, announced string, err error) {
-	page, err := tx.d.s.List(ctx, store.ListRequest{Prefix: IntentDir})
-	if err != nil {
-		return nil, "", false, "", err
-	}
-	if page.Next != "" {
-		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
-		return keys, next, false, "", err
-	}
-	r := roundListing{dir: IntentDir + h.ptr.WriteID + "/"}
-	since := h.attrs.LastModified.Add(-busyWindow)
-	for _, o := range page.Objects {
-		if strings.HasPrefix(o.Key, r.dir) {
-			if r.add(o.Key) {
-				break
-			}
-			continue
-		}
-		_, id, ok := strings.Cut(strings.TrimPrefix(o.Key, IntentDir), "/")
-		switch {
-		case !ok:
-		case id == IntentClose+h.ptr.WriteID:
-			announced = o.Key
-		case !strings.HasPrefix(id, IntentClose) && !o.LastModified.Before(since):
-			busy = true
-		}
-	}
-	keys, next = r.result()
-	return keys, next, busy, announced, nil
-}
-
-// closeRound closes the round on h, which this Tx carries: it announces
-// the write id of its compare-and-swap on h, and returns it. A writer that
-// lists the round from now on binds its intent to that value instead
-// (roundAhead). The id is this Tx's to use once, whether or not the
-// marker was written. A marker to keep (see dropIntents) replaces the one
-// kept before, which is dropped with the intents.
-func (tx *Tx) closeRound(ctx context.Context, h *head, keep bool) string {
-	id := pointer.NewWriteID()
-	key := IntentDir + h.ptr.WriteID + "/" + IntentClose + id
-	tx.mu.Lock()
-	tx.staged = append(tx.staged, key)
-	if keep {
-		if tx.keptMarker != "" {
-			tx.intents = append(tx.intents, tx.keptMarker)
-		}
-		tx.keptMarker, tx.keptMarkerID = key, id
-	} else {
-		tx.intents = append(tx.intents, key)
-	}
-	tx.mu.Unlock()
-	if _, err := tx.d.s.Put(ctx, key, bytes.NewReader(nil), store.PutOptions{IfNoneMatch: true}); err != nil {
-		tx.d.log.Debug("round not closed; later writers may miss it", "key", key, "error", err)
-	}
-	return id
-}
-
-// group is what a round decided to send: the entries, the writers carried
-// and the fences they raise, and the write id its carrier announced for
-// its first compare-and-swap ("" for a fresh one).
+// group is what a round decided to send: the entries, and the writers
+// carried and the fences they raise.
 type group struct {
 	entries []generation.Entry
 	carried []generation.Carried
 	fences  []fenceToken
-	writeID string
 }
 
 // carry adds to this Tx's rebased entries every intent that applies on the
@@ -598,119 +449,61 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 }
 
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
-// group-commit round when other writers' intents wait on its base, or
-// when contention is likely: it joins or opens the round. It returns what
-// round returns, and what the Tx read; a nil rebaseState means it does not
-// take part, and the commit goes on alone. It costs one LIST (two when
-// the intent directory holds more than a page); a round, when it joins
-// one, its requests.
-func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *head, *moved, *rebaseState, error) {
+// group-commit round when this Dataset has met contention or the base is
+// a group commit (its manifest carried others): a writer alone pays
+// nothing for group commit. It returns what round returns, and what the
+// Tx read; a nil rebaseState means it does not take part, and the commit
+// goes on alone.
+func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
 	ok := tx.joinable()
 	tx.mu.Unlock()
-	if !ok {
-		return group{}, nil, nil, nil, nil
+	if !ok || (!tx.d.contended.Load() && len(bm.Carried) == 0) {
+		return group{}, nil, nil, nil
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
-	keys, next, busy, announced, err := tx.scanIntents(ctx, h)
-	tx.mu.Lock()
-	tx.baseMarker = announced
-	tx.mu.Unlock()
-	// With no round on the base, the commit goes alone unless contention
-	// is likely: this Dataset met it, or the store shows it to a new
-	// process too: the base is a group commit (its manifest carried
-	// others), or writers have intents on other values.
-	if err != nil || (len(keys) == 0 && next == "" && !tx.d.contended.Load() && len(bm.Carried) == 0 && !busy) {
-		return group{}, nil, nil, nil, nil
-	}
 	rs, err := tx.prepareRebase(ctx, entries)
 	if err != nil || !tx.groupable(rs, h) {
-		return group{}, nil, nil, nil, nil
+		return group{}, nil, nil, nil
 	}
 	if err := tx.guard(ctx, tx.base, opts.Fence, opts.FenceLease); err != nil {
-		return group{}, nil, nil, nil, nil // the commit refuses it on its own
+		return group{}, nil, nil, nil // the commit refuses it on its own
 	}
-	g, on, mv, err := tx.round(ctx, rs, h, entries, opts, &listing{keys, next})
-	return g, on, mv, rs, err
+	g, mv, err := tx.round(ctx, rs, h, entries, opts)
+	return g, mv, rs, err
 }
 
-// listing is what a LIST of a round's intents showed.
-type listing struct {
-	keys []string
-	next string
-}
-
-// round is one group-commit round on a head. Listed, when not nil, is the
-// round's listing as the caller read it; round lists it otherwise. A
-// closed round (its carrier announced its write id) is joined ahead, on
-// the value it will write (roundAhead). Otherwise the Tx publishes its
-// intent on h and either waits for the writer that published first to
-// carry it, or, being that writer, waits for the others of the round,
-// closes it and carries them. It returns the
-// group to send and the head it is built on, or, when the pointer moved
-// while it waited, the pointer read (the intent is then settled: carried
-// or dead).
-func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, listed *listing) (group, *head, *moved, error) {
+// round is one group-commit round on the head h. The Tx publishes its
+// intent on h and lists the round. The writer whose intent is listed
+// first leads: it waits about as long as publishing and listing took, so
+// that the others publish too, then carries every intent listed. The
+// others poll the pointer at that pace; when it moves, the intent is
+// settled (carried or dead); when it has not moved after followerPatience
+// times that pace, the writer carries the round itself. It returns the
+// group to send on h, or, when the pointer moved, the pointer read.
+func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions) (group, *moved, error) {
 	t0 := time.Now()
-	if listed == nil {
-		keys, next, err := tx.listIntents(ctx, h.ptr.WriteID)
-		if err != nil {
-			return group{entries: own}, h, nil, nil // carry nobody
-		}
-		listed = &listing{keys, next}
-	}
-	if listed.next != "" {
-		return tx.roundAhead(ctx, rs, h, listed.next, opts, t0)
-	}
 	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
-	tx.bindIntent(h.ptr, nil)
-	keys, first := listed.keys, false
-	if len(keys) == 0 {
-		// Nobody waited: whoever published first leads. (Writers that
-		// start together all find nobody; had each of them led, each
-		// would have closed a round of its own, and all of those rounds
-		// but one would have failed.)
-		again, _, err := tx.listIntents(ctx, h.ptr.WriteID)
-		if err != nil {
-			return group{entries: own}, h, nil, nil // carry nobody
-		}
-		keys, first = again, len(again) == 0 || again[0] == key
+	tx.bindIntent(h.ptr)
+	keys, err := tx.listIntents(ctx, h.ptr.WriteID)
+	if err != nil {
+		return group{entries: own}, nil, nil // carry nobody
 	}
-	// The others of the round publish and list about as fast as this
-	// writer did.
 	rtt := max(time.Since(t0), time.Millisecond)
-	if first {
-		// While the others publish, read the intents listed already:
-		// only those published since are left to read once the round
-		// is closed. A Tx whose context ends waits neither for the
-		// others nor for these reads (they end on their own).
-		early := make(chan map[string]*intent, 1)
-		go func() { early <- tx.readAhead(ctx, keys, h) }()
-		wait := time.NewTimer(rtt)
-		defer wait.Stop()
-		var read map[string]*intent
-		for range 2 {
-			select {
-			case <-wait.C:
-			case read = <-early:
-			case <-ctx.Done():
-				return group{}, nil, nil, ctx.Err()
-			}
+	// A writer whose intent the LIST does not show follows: its round
+	// may have been carried and deleted already.
+	if len(keys) > 0 && keys[0] == key {
+		if err := ctxtime.Sleep(ctx, rtt); err != nil {
+			return group{}, nil, err
 		}
-		return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false, read), h, nil, nil
+		return tx.carryRound(ctx, rs, h, own, opts, keys)
 	}
-	// The first writer carries the round: it waits about as long as
-	// this writer took, then closes, lists, reads and writes the round
-	// in a few requests more. Wait that long, then read the pointer at
-	// this writer's pace, so as to learn the round's outcome soon after
-	// it lands; carry the round only if the pointer has not moved after
-	// followerPatience times that pace.
 	wait := 2 * rtt
 	for waited := time.Duration(0); waited < followerPatience*rtt; {
 		d := wait/2 + rand.N(wait/2+1)
 		if err := ctxtime.Sleep(ctx, d); err != nil {
-			return group{}, nil, nil, err
+			return group{}, nil, err
 		}
 		waited, wait = waited+d, rtt
 		p, attrs, err := pointer.Read(ctx, tx.d.s)
@@ -718,22 +511,29 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 			continue
 		}
 		mv, err := tx.settleMoved(ctx, p, attrs)
-		return group{}, nil, mv, err
+		return group{}, mv, err
 	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, keys, false, nil), h, nil, nil
+	return tx.carryRound(ctx, rs, h, own, opts, keys)
 }
 
-// closeAndCarry closes the round on h and carries every intent listed
-// then (or, if that LIST fails, those listed before); those in read it
-// read already. The group's compare-and-swap on h is to use the write id
-// announced. keep keeps the marker past the commit (see dropIntents).
-func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string, keep bool, read map[string]*intent) group {
-	id := tx.closeRound(ctx, h, keep)
-	if again, _, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
+// carryRound lists the round on h again and carries every intent it can
+// (those listed before, if that LIST fails). When the LIST no longer
+// shows this Tx's intent, the round may have been carried and its intents
+// deleted: a pointer that moved settles it instead.
+func (tx *Tx) carryRound(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string) (group, *moved, error) {
+	if again, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
 		keys = again
+		tx.mu.Lock()
+		gone := !slices.Contains(keys, tx.liveKey)
+		tx.mu.Unlock()
+		if gone {
+			if p, attrs, err := pointer.Read(ctx, tx.d.s); err == nil && p.WriteID != h.ptr.WriteID {
+				mv, err := tx.settleMoved(ctx, p, attrs)
+				return group{}, mv, err
+			}
+		}
 	}
-	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h, read), opts)
-	g.writeID = id
+	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts)
 	tx.mu.Lock()
 	for _, k := range keys {
 		if !slices.Contains(tx.intents, k) {
@@ -741,118 +541,7 @@ func (tx *Tx) closeAndCarry(ctx context.Context, rs *rebaseState, h *head, own [
 		}
 	}
 	tx.mu.Unlock()
-	return g
-}
-
-// roundAhead joins the round after the closed one on h: the Tx binds its
-// intent to next, the value h's carrier announced it will write, before
-// that value exists. Its reads take the entries h has; a carrier on next
-// checks them against next, as it checks every intent against its head.
-// The writer that published first on next leads its round: it waits for
-// next to replace h, rebases on it, closes its round and carries it. The
-// others wait for the pointer to move past next, and carry the round
-// themselves only if it does not. When the pointer moves anywhere else,
-// the intent is settled (it is dead: next can no longer be written); when
-// h stays for long (its carrier may have died), the writer withdraws the
-// intent by rewriting h, after which next can never be written either.
-func (tx *Tx) roundAhead(ctx context.Context, rs *rebaseState, h *head, next string, opts CommitOptions, t0 time.Time) (group, *head, *moved, error) {
-	bound := &pointer.Pointer{WriteID: next, Seq: h.ptr.Seq + 1}
-	in := tx.intentFor(rs, h, opts)
-	in.Head, in.Seq = next, bound.Seq+1
-	key := tx.publishIntent(ctx, in)
-	tx.bindIntent(bound, h.ptr)
-	tx.mu.Lock()
-	tx.liveVia = IntentDir + h.ptr.WriteID + "/" + IntentClose + next
-	tx.boundVia = append(tx.boundVia, tx.liveVia)
-	tx.mu.Unlock()
-	keys, _, err := tx.listIntents(ctx, next)
-	first := err == nil && (len(keys) == 0 || keys[0] == key)
-	rtt := max(time.Since(t0), time.Millisecond)
-	wait, seen := rtt, 0
-	for waited := time.Duration(0); ; {
-		d := wait/2 + rand.N(wait/2+1)
-		if first {
-			d = rtt / 2
-		}
-		if err := ctxtime.Sleep(ctx, d); err != nil {
-			return group{}, nil, nil, err
-		}
-		waited += d
-		if seen == 0 {
-			wait = min(2*wait, 4*rtt)
-		} else {
-			// The round on next is under way, and lands within a few
-			// requests: read the pointer at the pace this writer
-			// published and listed, so as to learn its outcome soon
-			// after.
-			wait = rtt
-		}
-		p, attrs, err := pointer.Read(ctx, tx.d.s)
-		switch {
-		case err != nil:
-			if waited > aheadPatience*rtt {
-				return group{}, nil, nil, fmt.Errorf("group commit: read the pointer: %w", err)
-			}
-		case p.Seq == h.ptr.Seq:
-			// next has not replaced the value at h's seq. Its write is
-			// conditioned on one such value: h, as the marker's place
-			// says, but a marker can be forged, and h may have been
-			// rewritten since. While one is there, next may come.
-			if waited > aheadPatience*rtt {
-				mv, err := tx.withdrawAhead(ctx)
-				return group{}, nil, mv, err
-			}
-		case p.WriteID == next:
-			tx.bindIntent(p, nil)
-			if seen++; first || seen > aheadTakeover {
-				return tx.leadAhead(ctx, rs, p, attrs, opts)
-			}
-		default:
-			mv, err := tx.settleMoved(ctx, p, attrs)
-			return group{}, nil, mv, err
-		}
-	}
-}
-
-// aheadPatience bounds, in multiples of the time it took to publish and
-// list, how long a writer bound ahead waits for the announced value to
-// replace its head: longer than the followers of that head's round wait
-// before they carry it themselves.
-const aheadPatience = 32
-
-// leadAhead carries the round on p, the value this Tx's intent is bound
-// to, which it bound ahead: it rebases on p, then closes and carries the
-// round. An error ends the commit; its intent is then live on p.
-func (tx *Tx) leadAhead(ctx context.Context, rs *rebaseState, p *pointer.Pointer, attrs store.Attrs, opts CommitOptions) (group, *head, *moved, error) {
-	h, own, err := tx.rebaseHead(ctx, rs, p, attrs, &ConflictError{Winner: p.Generation, Seq: p.Seq})
-	if err != nil {
-		return group{}, nil, nil, err
-	}
-	if !tx.groupable(rs, h) {
-		return group{entries: own}, h, nil, nil
-	}
-	if err := tx.guard(ctx, p, opts.Fence, opts.FenceLease); err != nil {
-		return group{}, nil, nil, err
-	}
-	return tx.closeAndCarry(ctx, rs, h, own, opts, nil, true, nil), h, nil, nil
-}
-
-// withdrawAhead withdraws an intent bound ahead whose announced value did
-// not come, and returns the pointer value that carried it (it may have,
-// meanwhile) or the pointer to go on from.
-func (tx *Tx) withdrawAhead(ctx context.Context) (*moved, error) {
-	landed, err := tx.settle(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if landed != nil {
-		return &moved{landed: landed}, nil
-	}
-	p, attrs, err := pointer.Read(ctx, tx.d.s)
-	if err != nil {
-		return nil, fmt.Errorf("group commit: read the pointer: %w", err)
-	}
-	return &moved{got: p, attrs: attrs}, nil
+	return g, nil, nil
 }
 
 // moved is a pointer value read after this Tx's intent was published that
@@ -873,10 +562,8 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	tx.mu.Unlock()
 	mv := &moved{got: p, attrs: attrs}
 	if ih == nil || p.Seq <= ih.Seq {
-		// Replaced without a commit, or, for an intent bound ahead, by
-		// another value than the one announced (whose write was
-		// conditioned on the value replaced): no commit can be built on
-		// the value the intent is bound to any more.
+		// Replaced without a commit: no commit can be built on the value
+		// the intent is bound to any more.
 		tx.clearIntent()
 		return mv, nil
 	}
@@ -940,14 +627,13 @@ func (tx *Tx) appliedIn(m *generation.Manifest) error {
 }
 
 func (tx *Tx) clearIntent() {
-	tx.bindIntent(nil, nil)
+	tx.bindIntent(nil)
 }
 
-// bindIntent records the pointer value the live intent is bound to, and,
-// for one bound ahead to a value not yet seen, the value it is to replace.
-func (tx *Tx) bindIntent(to, after *pointer.Pointer) {
+// bindIntent records the pointer value the live intent is bound to.
+func (tx *Tx) bindIntent(to *pointer.Pointer) {
 	tx.mu.Lock()
-	tx.intentHead, tx.intentAfter = to, after
+	tx.intentHead = to
 	tx.mu.Unlock()
 }
 
@@ -1011,7 +697,7 @@ func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64
 // dead already: that value is left as it is.
 func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 	tx.mu.Lock()
-	ih, after, in := tx.intentHead, tx.intentAfter, tx.liveIntent
+	ih, in := tx.intentHead, tx.liveIntent
 	tx.mu.Unlock()
 	if ih == nil {
 		return nil, nil
@@ -1029,11 +715,7 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the pointer: %w (last withdrawal: %v)", err, werr)
 		}
-		// An intent bound ahead is withdrawn by rewriting the value at
-		// the seq of the one the announced value was to replace: its
-		// write was conditioned on a value at that seq, this one or one
-		// gone before it.
-		if p.WriteID != ih.WriteID && (after == nil || p.Seq != after.Seq) {
+		if p.WriteID != ih.WriteID {
 			mv, err := tx.settleMoved(rctx, p, attrs)
 			if err != nil {
 				return nil, err
@@ -1041,10 +723,9 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 			return mv.landed, nil
 		}
 		if p.WriteID == ih.WriteID && in != nil && !tx.d.admissibleOn(rctx, in, p, attrs) {
-			// A writer that followed a kept marker to a value already
-			// there, and lost on it (an overlap, a fence): no carrier on
-			// p takes the intent, and p is another writer's commit, not
-			// this one's to rewrite (its lease may be gone, too).
+			// No carrier on p takes the intent, and p is another
+			// writer's commit, not this one's to rewrite (its lease may
+			// be gone, too).
 			tx.d.log.Debug("intent cannot be applied on its value; dead", "generation", tx.gen, "seq", ih.Seq+1)
 			tx.clearIntent()
 			return nil, nil
@@ -1115,43 +796,19 @@ func (tx *Tx) CarriedBy() string {
 
 // dropIntents deletes the intents this Tx wrote, once its outcome is
 // known (landed is the pointer value that committed it, or nil); what a
-// failure leaves, the collector sweeps.
-//
-// A Tx whose own commit landed also deletes the other writers' intents
-// it listed in the rounds it carried: each is bound to a value that is
-// gone now, so it is dead, whether it was carried or not. So a carried Tx
-// leaves to its carrier its live intent, which the carrier listed, and
-// the marker it bound that intent through, which the carrier bound its
-// own through too (when it led the round ahead): one DeleteMany for the
-// round instead of one per writer. A carrier that was not bound through
-// that marker (it began on the value the marker announced) saw it in
-// the LIST that found its round (scanIntents), and deletes it too.
-//
-// A round's marker is kept past its commit when that round was led ahead:
-// writers keep coming to that round's value, V, after its commit W has
-// landed (they began on V and took a while to commit), and the marker
-// sends them on to W's round, which its leader closes as soon as W lands,
-// rather than to an intent on V that nothing will carry. The writers that
-// bound their intents to W through it delete it with their own, W's round
-// being over for them then; the collector deletes what is left (the last
-// round of a burst leaves its marker). A marker whose value did not land
-// is deleted at once.
+// failure leaves, the collector sweeps. A Tx whose own commit landed also
+// deletes the intents of the rounds it carried, each bound to a value
+// that is gone now; a carried Tx leaves its live intent to its carrier.
 func (tx *Tx) dropIntents(ctx context.Context, landed *pointer.Pointer) {
 	tx.mu.Lock()
-	keys := append(slices.Clone(tx.intents), tx.boundVia...)
-	if tx.keptMarker != "" && (landed == nil || landed.WriteID != tx.keptMarkerID) {
-		keys = append(keys, tx.keptMarker)
-	}
+	keys := slices.Clone(tx.intents)
 	switch {
 	case landed != nil && tx.carriedBy == "":
 		keys = append(keys, tx.othersCarried...)
-		if tx.baseMarker != "" && !slices.Contains(keys, tx.baseMarker) {
-			keys = append(keys, tx.baseMarker)
-		}
 	case landed != nil:
-		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.liveKey || k == tx.liveVia })
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.liveKey })
 	}
-	tx.intents, tx.boundVia, tx.keptMarker, tx.keptMarkerID, tx.othersCarried, tx.baseMarker = nil, nil, "", "", nil, ""
+	tx.intents, tx.othersCarried = nil, nil
 	tx.mu.Unlock()
 	if len(keys) == 0 {
 		return

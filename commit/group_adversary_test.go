@@ -180,6 +180,7 @@ func TestGroupAdversaryForgedIntents(t *testing.T) {
 		const lease = "mem://x/_lease/forged"
 		_, err := publish(t, d, map[string]string{"seed": "0", "sub/old": "o", "gone": "g"}, commit.CommitOptions{})
 		require.NoError(t, err)
+		commit.MarkContended(d) // it joins rounds from its first compare-and-swap
 		require.NoError(t, d.RegisterFence(ctx, lease, 5))
 		cur := readPointer(t, s)
 		seed := headEntry(t, s, "seed")
@@ -327,6 +328,7 @@ func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
 			dC, direct := commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
+			commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 			octx, cancelO := context.WithCancel(ctx)
 			defer cancelO()
 			txO := partition(t, dO, "o/", map[string]string{"f": "o"})
@@ -397,7 +399,7 @@ func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
 func groupHeld(t *testing.T, s store.Store, fsO *faultstore.Store, direct *commit.Dataset, then func()) {
 	t.Helper()
 	loseFirstCAS(t, fsO, direct, func() {
-		holdClose(t, fsO, s, func() {
+		holdRound(t, fsO, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "O's intent waits on the head")
 			then()
 		})
@@ -421,6 +423,7 @@ func TestGroupAdversaryFenceRaisedBeforeGroupCAS(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	require.NoError(t, direct.RegisterFence(ctx, lease, 5))
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var txC *commit.Tx
@@ -460,6 +463,7 @@ func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var txC *commit.Tx
 	var pC *pointer.Pointer
@@ -506,13 +510,14 @@ func TestGroupAdversaryIntentPutOutcome(t *testing.T) {
 			dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
+			commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 			txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 			fsO.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: mode.mode, Times: 1})
 			var txC *commit.Tx
 			var pC *pointer.Pointer
 			var errC error
 			loseFirstCAS(t, fsO, direct, func() {
-				holdClose(t, fsO, s, func() {
+				holdRound(t, fsO, s, func() {
 					txC = partition(t, dC, "c/", map[string]string{"f": "c"})
 					if mode.mode == faultstore.Before {
 						joinRound(t, s) // a round to join, though O's intent is not there
@@ -847,6 +852,7 @@ func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var pC *pointer.Pointer
 	var errC error
@@ -886,6 +892,7 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	// O's intent stays behind after its commit (its delete fails), for
 	// C's next round to find.
@@ -943,6 +950,7 @@ func TestGroupAdversaryForgedCarriedClaim(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
 	w := partition(t, d, "w/", map[string]string{"f": "w"})
 	cur := readPointer(t, s)
 	sum := sha256.Sum256([]byte("w"))

@@ -161,6 +161,7 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	octx, cancelO := context.WithCancel(ctx)
 	defer cancelO()
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
@@ -213,6 +214,7 @@ func TestGroupCarriedKeepsUntouchedFilesInScope(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0", "p/keep": "k"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	txO, err := dO.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, txO.KeepAll(ctx))
@@ -266,6 +268,7 @@ func TestGroupCarriedClaimMissingScopedFile(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0", "w/keep": "k"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
 	w, err := d.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, w.KeepAll(ctx))
@@ -326,7 +329,7 @@ func TestGroupBaseSnapshotReadersNeverMerged(t *testing.T) {
 	n, err := same.Commit(ctx, commit.CommitOptions{Message: "no change"})
 	require.NoError(t, err)
 	for _, fs := range fss {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + n.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + n.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 			awaitIntents(t, s, n.WriteID, 2)
 		}})
 	}
@@ -494,10 +497,13 @@ func followerRound(t *testing.T, waiting func(s store.Store, v *pointer.Pointer,
 	_, err := publish(t, commit.New(s), map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	v := readPointer(t, s)
-	txC := partition(t, commit.New(fsC), "c/", map[string]string{"f": "c"})
-	txW := partition(t, commit.New(fsW), "w/", map[string]string{"f": "w"})
+	dC, dW := commit.New(fsC), commit.New(fsW)
+	commit.MarkContended(dC) // both join the round on V at their first compare-and-swap
+	commit.MarkContended(dW)
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	txW := partition(t, dW, "w/", map[string]string{"f": "w"})
 	waiting(s, v, txW)
-	fsC.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsC.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 		awaitIntents(t, s, v.WriteID, 3)
 	}})
 	fsW.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 1, Then: func() {
@@ -694,6 +700,7 @@ func TestGroupCarriedOnDamagedChainIsUnknown(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var pC *pointer.Pointer
 	groupHeld(t, s, fsO, direct, func() {
@@ -745,6 +752,7 @@ func TestGroupCarriesAtMostMaxWriters(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
 	cur := readPointer(t, s)
 	var first []string
 	for i := range 66 {

@@ -53,7 +53,8 @@ func (p *proofs) all() []string {
 	return append([]string(nil), p.sent...)
 }
 
-// TestGroupJoinerLeavesKeptFiles: a fresh writer that joins a round and is
+// TestGroupJoinerLeavesKeptFiles: a writer that joins a round on its base
+// (its Dataset met contention) and is
 // carried by the round's first writer never proves the files it keeps
 // from its base: the carrier's manifest takes those paths from its head.
 // The writer's request log shows no HEAD and no listing under _gen/, and
@@ -66,6 +67,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 		rec := &proofs{Store: s}
 		fb := faultstore.New(rec)
 		b := commit.New(fb)
+		commit.MarkContended(b)
 		_, err := publish(t, a, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		txA := partition(t, a, "a/", map[string]string{"f": "a"})
@@ -142,6 +144,7 @@ func TestGroupWriterProvesKeptFiles(t *testing.T) {
 			// An intent waits on the head, and no writer carries it: the
 			// Tx joins the round as a follower, finds the pointer
 			// unmoved, and carries the round itself.
+			commit.MarkContended(d)
 			joinRound(t, s)
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			_, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -180,9 +183,9 @@ func (g *gets) count(key string) int {
 	return g.n[key]
 }
 
-// TestGroupMissedRoundReadsHeadOnce: a writer that joined a round it found
-// open, but whose intent landed after the first writer's last LIST, learns
-// from the pointer that its intent is dead, reads the manifest of the
+// TestGroupMissedRoundReadsHeadOnce: a writer that joined a round, but
+// whose intent landed after the first writer's last LIST, follows that
+// writer's intent, learns from the pointer that its own is dead, reads the manifest of the
 // commit that replaced its value to settle it, and rebases on that commit
 // without reading its manifest again; then it commits on its own.
 func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
@@ -193,6 +196,7 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	counted := &gets{Store: s}
 	fa := faultstore.New(counted)
 	a := commit.New(fa)
+	commit.MarkContended(a) // A joins the round on its base
 	_, err := publish(t, l, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	txL := partition(t, l, "l/", map[string]string{"f": "l"})
@@ -216,8 +220,11 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 			// A's intent lands only once L's commit did: too late.
 			require.Eventually(t, func() bool { return readPointer(t, s).Seq > seq }, 30*time.Second, time.Millisecond)
 		}})
-		// L closes its round once A, which found it open, is publishing.
-		holdClose(t, fl, s, func() {
+		// L's delete of its intent fails (the collector's to sweep), so
+		// A, listing after L's commit, follows L's intent.
+		fl.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: commit.IntentDir, Mode: faultstore.Before, Times: 1})
+		// L lists its round once A, which joins it, is publishing.
+		holdRound(t, fl, s, func() {
 			txA = partition(t, a, "a/", map[string]string{"f": "a"})
 			go func() {
 				defer close(aDone)

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,7 +19,6 @@ import (
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
-	"github.com/commitptr/commitptr/store/mem"
 )
 
 // groupRace sets up a group-commit round on every driver: the Tx
@@ -46,7 +45,7 @@ func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store
 		w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
 		_, err := w.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
-		holdClose(t, fs, s, func() {
+		holdRound(t, fs, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
 			tx3 = third(other)
 			var err error
@@ -58,12 +57,12 @@ func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store
 	return tx, p, tx3, p3, err
 }
 
-// holdClose holds, while then runs, the write with which the writer
-// through fs closes its round on the current pointer value: its intent is
+// holdRound holds, while then runs, the first LIST of the round on the
+// current pointer value that the writer through fs sends: its intent is
 // published there, and the round is open to others.
-func holdClose(t *testing.T, fs *faultstore.Store, s store.Store, then func()) {
+func holdRound(t *testing.T, fs *faultstore.Store, s store.Store, then func()) {
 	t.Helper()
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + readPointer(t, s).WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: then})
+	fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + readPointer(t, s).WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: then})
 }
 
 // TestGroupCarried: a fresh writer that finds an intent waiting on its
@@ -108,7 +107,7 @@ func TestGroupCarrierDeletesRound(t *testing.T) {
 		require.Equal(t, p3.Generation, tx.CarriedBy())
 		var published []string
 		for _, k := range w.list() {
-			if strings.HasPrefix(k, commit.IntentDir) && !strings.Contains(k, "/"+commit.IntentClose) {
+			if strings.HasPrefix(k, commit.IntentDir) {
 				published = append(published, k)
 			}
 		}
@@ -255,6 +254,7 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 			// manifest while a second writer joins that round.
 			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 				tx2 = partition(t, direct, "second/", map[string]string{"f": "second"})
+				commit.MarkContended(direct) // tx2 joins the Tx's round on its base
 				require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
 				_, err2 = tx2.Commit(ctx, commit.CommitOptions{})
 			}})
@@ -270,12 +270,11 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 }
 
 // TestGroupTogetherOneLeader: A and B, of a dataset that met contention,
-// commit together on V: both list V's round empty, and both publish, before
-// either lists the round again. Then only the writer whose intent sorts
-// first leads it. While the first close of
-// the round is held, the other writer reads the pointer, as a follower
-// does, instead of closing a round of its own on V (only one of two such
-// rounds could land). One commit holds both.
+// commit together on V: both publish before either lists the round. Then
+// only the writer whose intent sorts first leads it. While the leader's
+// LIST that carries the round is held, the other writer reads the
+// pointer, as a follower does, instead of carrying the round itself on V
+// (only one of two such commits could land). One commit holds both.
 func TestGroupTogetherOneLeader(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		var watch *roundWatch
@@ -284,43 +283,18 @@ func TestGroupTogetherOneLeader(t *testing.T) {
 			case ev := <-watch.arm():
 				assert.Equal(t, "pointer read", ev, "the other writer follows the round")
 			case <-time.After(time.Minute):
-				t.Error("the other writer did nothing while the first close was held")
+				t.Error("the other writer did nothing while the leader's LIST was held")
 			}
 		})
 	})
 }
 
-// TestGroupLeaderReadsWhileWaiting: the leader of a round reads the
-// intents it listed while it waits for the others to publish, before it
-// closes the round, and reads none of them again after: once the round
-// is closed, only the intents published since stand between it and its
-// commit.
-func TestGroupLeaderReadsWhileWaiting(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
-		var log *intentOps
-		v := togetherRound(t, s, func(fs store.Store) store.Store { log = &intentOps{Store: fs}; return log }, nil)
-		var reads []string
-		closed := -1
-		for i, op := range log.list() {
-			switch {
-			case strings.HasPrefix(op, "get "+commit.IntentDir+v.WriteID+"/"):
-				reads = append(reads, op)
-			case strings.HasPrefix(op, "put "+commit.IntentDir+v.WriteID+"/"+commit.IntentClose) && closed < 0:
-				closed = i
-				assert.Len(t, reads, 1, "the other writer's intent was read before the round was closed")
-			}
-		}
-		require.GreaterOrEqual(t, closed, 0, "the round was closed")
-		assert.Len(t, reads, 1, "and not read again")
-	})
-}
-
 // togetherRound has A and B, of a Dataset that met contention, commit
 // together on one value V (the Dataset's requests go through via): both
-// list V's round empty, and both publish, before either lists the round
-// again. whileClosed, if not nil, runs while the first write that closes
-// the round is held. Both must land in one commit. It returns V.
-func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileClosed func()) *pointer.Pointer {
+// publish before either lists the round. whileCarried, if not nil, runs
+// while the LIST with which the leader carries the round is held. Both
+// must land in one commit. It returns V.
+func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileCarried func()) *pointer.Pointer {
 	t.Helper()
 	ctx := context.Background()
 	fs, d, v := contended(t, s, via)
@@ -333,8 +307,15 @@ func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Stor
 		arrived.Done()
 		arrived.Wait() // both intents are there before either writer lists again
 	}})
-	if whileClosed != nil {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/" + commit.IntentClose, Mode: faultstore.HoldRequest, Times: 1, Then: whileClosed})
+	if whileCarried != nil {
+		// A and B list the round once each; the third LIST is the one
+		// with which the leader carries it.
+		var lists atomic.Int32
+		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 3, Then: func() {
+			if lists.Add(1) == 3 {
+				whileCarried()
+			}
+		}})
 	}
 	var pA, pB *pointer.Pointer
 	var errA, errB error
@@ -386,80 +367,15 @@ func TestGroupFreshWriterOpensRound(t *testing.T) {
 	})
 }
 
-// TestGroupWriterSeesIntentsElsewhere: a writer that commits alone, back
-// to back, lists only its base's round, which is empty each time: the
-// writers it beat publish on the value it has just replaced. A writer
-// whose base's round is empty, but that finds in the same LIST a recent
-// intent on another value, opens a round instead of going alone.
-func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
-		ctx := context.Background()
-		direct := commit.New(s)
-		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-		require.NoError(t, err)
-		v := readPointer(t, s)
-		racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
-		_, err = racer.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
-		require.Empty(t, racer.CarriedBy())
-		// A writer that lost to the racer, still bound to the value replaced.
-		lost := commit.IntentDir + v.WriteID + "/" + uuid.Must(uuid.NewV7()).String()
-		_, err = s.Put(ctx, lost, strings.NewReader("{}"), store.PutOptions{})
-		require.NoError(t, err)
-		base := readPointer(t, s)
-
-		w := &putKeys{Store: s}
-		fresh := partition(t, commit.New(w), "fresh/", map[string]string{"f": "f"})
-		p, err := fresh.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, base.Seq+1, p.Seq)
-		assert.True(t, intentPut(w.list(), base.WriteID), "the writer publishes its intent on its base: %v", w.list())
-		assert.Equal(t, []string{lost}, keysUnder(t, s, commit.IntentDir), "another writer's intent is its own to delete")
-	})
-}
-
-// TestGroupOldIntentsElsewhereIgnored: what scanIntents does not take as
-// a sign of writers at work: an intent on another value written more
-// than busyWindow before the base was committed (a crashed writer's, by
-// the store's clock), and a marker (the last round of a burst keeps
-// one). A writer that finds only those commits alone.
-func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
-	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
-	direct := commit.New(s)
-	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	gone := pointer.NewWriteID() // a value replaced long ago
-	_, err = s.Put(ctx, commit.IntentDir+gone+"/"+uuid.Must(uuid.NewV7()).String(), strings.NewReader("{}"), store.PutOptions{})
-	require.NoError(t, err)
-	mu.Lock()
-	now = now.Add(11 * time.Second)
-	mu.Unlock()
-	_, err = s.Put(ctx, commit.IntentDir+gone+"/"+commit.IntentClose+pointer.NewWriteID(), strings.NewReader(""), store.PutOptions{})
-	require.NoError(t, err)
-	racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
-	_, err = racer.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
-
-	w := &putKeys{Store: s}
-	lone := partition(t, commit.New(w), "lone/", map[string]string{"f": "l"})
-	_, err = lone.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
-	assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
-		"a writer that finds only an old intent and a marker elsewhere commits alone: %v", w.list())
-}
-
-// intentPut reports whether keys hold an intent, not a marker, published
+// intentPut reports whether keys hold an intent published
 // on the pointer value with write id head.
 func intentPut(keys []string, head string) bool {
 	return slices.ContainsFunc(keys, func(k string) bool {
-		return strings.HasPrefix(k, commit.IntentDir+head+"/") && !strings.Contains(k, "/"+commit.IntentClose)
+		return strings.HasPrefix(k, commit.IntentDir+head+"/")
 	})
 }
 
-// roundWatch reports, once armed, the first pointer read or close of a
+// roundWatch reports, once armed, the first pointer read or LIST of a
 // round sent through it (see TestGroupTogetherOneLeader).
 type roundWatch struct {
 	store.Store
@@ -490,11 +406,11 @@ func (w *roundWatch) Get(ctx context.Context, key string) (io.ReadCloser, store.
 	return w.Store.Get(ctx, key)
 }
 
-func (w *roundWatch) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if strings.HasPrefix(key, commit.IntentDir) && strings.Contains(key, "/"+commit.IntentClose) {
-		w.note("close")
+func (w *roundWatch) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	if strings.HasPrefix(req.Prefix, commit.IntentDir) {
+		w.note("list")
 	}
-	return w.Store.Put(ctx, key, body, opts)
+	return w.Store.List(ctx, req)
 }
 
 // contended returns a Dataset d, whose requests go through fs and then
@@ -546,4 +462,59 @@ func (s *intentOps) Get(ctx context.Context, key string) (io.ReadCloser, store.A
 func (s *intentOps) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
 	s.note("put", key)
 	return s.Store.Put(ctx, key, body, opts)
+}
+
+// awaitIntents waits until n intents are bound to the value with write
+// id head. It may run on a writer's goroutine (in a faultstore rule), so
+// it reports a timeout with t.Errorf and returns.
+func awaitIntents(t *testing.T, s store.Store, head string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for len(keysUnder(t, s, commit.IntentDir+head+"/")) < n {
+		if time.Now().After(deadline) {
+			t.Errorf("timed out waiting for %d intents on %s", n, head)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// putKeys records the key of each PUT through it, and of each DeleteMany.
+type putKeys struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+	dels []string
+}
+
+func (s *putKeys) DeleteMany(ctx context.Context, keys []string) error {
+	s.mu.Lock()
+	s.dels = append(s.dels, keys...)
+	s.mu.Unlock()
+	return s.Store.DeleteMany(ctx, keys)
+}
+
+func (s *putKeys) deletes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.dels)
+}
+
+func (s *putKeys) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	return s.Store.Put(ctx, key, body, opts)
+}
+
+func (s *putKeys) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = nil
+}
+
+func (s *putKeys) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.keys)
 }

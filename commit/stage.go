@@ -71,34 +71,21 @@ type Tx struct {
 	rebased  int
 	lastSent *pointer.Pointer // the last pointer value Commit sent
 	// intents are the keys of the intents this Tx published (group
-	// commit); intentHead is the pointer value its live intent is bound
-	// to, nil once it is proven dead or carried; intentAfter, for an
-	// intent bound ahead to a value announced and not yet seen, is the
-	// value that one is to replace (see roundAhead). sending counts the
-	// writers the pointer write being sent carries; carriedBy is the
-	// generation that carried this Tx, and landedBy its pointer value.
-	// A marker the Tx wrote to close a round it led ahead is kept past
-	// its commit (keptMarker, announcing keptMarkerID); boundVia is the
-	// marker its intent was bound ahead through. The keys of the other
-	// writers' intents in the rounds it carried are othersCarried; its
-	// own live intent is liveKey, bound ahead through liveVia; baseMarker
-	// is a marker that announced its base. See dropIntents.
+	// commit), liveIntent the last one, at liveKey, and intentHead the
+	// pointer value it is bound to, nil once it is proven dead or carried.
+	// othersCarried are the keys of the other writers' intents in the
+	// rounds it carried (see dropIntents). sending counts the writers the
+	// pointer write being sent carries; carriedBy is the generation that
+	// carried this Tx, and landedBy its pointer value.
 	intents       []string
-	keptMarker    string
-	keptMarkerID  string
-	boundVia      []string
 	othersCarried []string
 	liveKey       string
-	liveVia       string
-	baseMarker    string
-	// liveIntent is the intent published last, the one intentHead binds.
-	liveIntent  *intent
-	intentHead  *pointer.Pointer
-	intentAfter *pointer.Pointer
-	reads       *rebaseState // what the Tx read, once a rebase or a round needed it
-	sending     int
-	carriedBy   string
-	landedBy    *pointer.Pointer
+	liveIntent    *intent
+	intentHead    *pointer.Pointer
+	reads         *rebaseState // what the Tx read, once a rebase or a round needed it
+	sending       int
+	carriedBy     string
+	landedBy      *pointer.Pointer
 	// settledOn is the manifest, checked against its pointer value's
 	// manifest_sha256, that settled a dead intent when it is the head's:
 	// the rebase that follows builds on it without reading it again.

@@ -136,19 +136,8 @@ func Read(ctx context.Context, s store.Store) (*Pointer, store.Attrs, error) {
 // pointer may or may not have been written: the caller resolves that by
 // reading it back and comparing p.WriteID.
 func Write(ctx context.Context, s store.Store, p *Pointer, ifMatch string) (store.Attrs, error) {
-	return WriteAs(ctx, s, p, ifMatch, uuid.NewString())
-}
-
-// NewWriteID returns a fresh write id, for a writer that announces the
-// write id of a pointer write before it sends it (WriteAs).
-func NewWriteID() string { return uuid.NewString() }
-
-// WriteAs is Write with the write id given, which the caller took from
-// NewWriteID and uses for this one write only: a write id names one
-// pointer write.
-func WriteAs(ctx context.Context, s store.Store, p *Pointer, ifMatch, writeID string) (store.Attrs, error) {
 	p.Format = Format
-	p.WriteID = writeID
+	p.WriteID = uuid.NewString()
 	b, err := Encode(p)
 	if err != nil {
 		return store.Attrs{}, err
