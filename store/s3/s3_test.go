@@ -3,9 +3,9 @@ package s3_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
