@@ -19,6 +19,7 @@ import (
 	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // groupRace sets up a group-commit round on every driver: the Tx
@@ -432,38 +433,6 @@ func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (
 	return fs, d, readPointer(t, s)
 }
 
-// intentOps records, in order, the GETs and PUTs of intents and markers
-// sent through it.
-type intentOps struct {
-	store.Store
-	mu  sync.Mutex
-	ops []string
-}
-
-func (s *intentOps) note(op, key string) {
-	if strings.HasPrefix(key, commit.IntentDir) {
-		s.mu.Lock()
-		s.ops = append(s.ops, op+" "+key)
-		s.mu.Unlock()
-	}
-}
-
-func (s *intentOps) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.ops)
-}
-
-func (s *intentOps) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	s.note("get", key)
-	return s.Store.Get(ctx, key)
-}
-
-func (s *intentOps) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	s.note("put", key)
-	return s.Store.Put(ctx, key, body, opts)
-}
-
 // awaitIntents waits until n intents are bound to the value with write
 // id head. It may run on a writer's goroutine (in a faultstore rule), so
 // it reports a timeout with t.Errorf and returns.
@@ -517,4 +486,42 @@ func (s *putKeys) list() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.keys)
+}
+
+// TestGroupLeaderWhoseIntentWasCarriedSettles: a leader whose second LIST
+// of its round no longer shows its own intent reads the pointer before it
+// carries: here another writer, C, carried the round and deleted its
+// intents while that LIST was held. The leader settles as carried by C's
+// commit, and writes neither a manifest nor a pointer of its own.
+func TestGroupLeaderWhoseIntentWasCarriedSettles(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	var w *putKeys
+	fs, d, v := contended(t, s, func(fs store.Store) store.Store { w = &putKeys{Store: fs}; return w })
+	dC := commit.New(s)
+	commit.MarkContended(dC)
+	txL := partition(t, d, "l/", map[string]string{"f": "l"})
+	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
+	w.reset()
+	var pC *pointer.Pointer
+	var errC error
+	var lists atomic.Int32
+	fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 2, Then: func() {
+		if lists.Add(1) == 2 {
+			// L leads (its intent is the first published); C follows,
+			// finds the pointer unmoved, and carries the round itself.
+			pC, errC = txC.Commit(ctx, commit.CommitOptions{})
+		}
+	}})
+	pL, err := txL.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.NoError(t, errC)
+	assert.Equal(t, pC.Generation, txL.CarriedBy(), "L is carried by C's commit")
+	assert.Equal(t, pC.Seq, pL.Seq)
+	for _, k := range w.list() {
+		assert.NotEqual(t, pointer.Key, k, "L sends no pointer write")
+		assert.NotEqual(t, generation.ManifestKey(txL.Generation()), k, "L writes no manifest")
+	}
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "l/f": "l", "c/f": "c"}, contents(t, commit.New(s)))
+	assert.Empty(t, keysUnder(t, s, commit.IntentDir))
 }
