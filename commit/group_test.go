@@ -48,6 +48,7 @@ func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store
 		require.NoError(t, err)
 		holdRound(t, fs, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
+			commit.MarkContended(other) // the third writer joins the round
 			tx3 = third(other)
 			var err error
 			p3, err = tx3.Commit(ctx, commit.CommitOptions{Message: "third"})
