@@ -121,6 +121,7 @@ func TestKeptAdvJoinerBaseCollected(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
 			d, gone := keptSetup(t, s)
+			commit.MarkContended(d) // it joins the round on its base
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			base := tx.Base()
 			for i := range commits {
@@ -156,6 +157,7 @@ func TestKeptAdvJoinerI7AfterUnknown(t *testing.T) {
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
 	d, _ := keptSetup(t, s)
+	commit.MarkContended(d) // it joins the round on its base
 	tx := partition(t, d, "q/", map[string]string{"f": "q"})
 	base := tx.Base()
 	for i := range 2 {
@@ -212,7 +214,9 @@ func TestKeptAdvLostRoundOnDamagedHead(t *testing.T) {
 			s := mem.New()
 			before := damagedRound(t, s)
 			fs := faultstore.New(s)
-			tx := partition(t, commit.New(fs), "q/", map[string]string{"f": "q"})
+			d := commit.New(fs)
+			commit.MarkContended(d) // it joins the round on its base
+			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			rewrote := false
 			rewriteDuringIntent(fs, func() { rewrites[name](t, s); rewrote = true })
 
@@ -242,7 +246,9 @@ func TestKeptAdvHonestRewriteDuringRound(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	staleIntent(t, s, readPointer(t, s).WriteID)
 	fs := faultstore.New(s)
-	tx := partition(t, commit.New(fs), "q/", map[string]string{"f": "q"})
+	dq := commit.New(fs)
+	commit.MarkContended(dq) // it joins the round on its base
+	tx := partition(t, dq, "q/", map[string]string{"f": "q"})
 	var rep *gc.Report
 	rewriteDuringIntent(fs, func() { rep = collectNow(t, s) })
 	p, err := tx.Commit(ctx, commit.CommitOptions{})
