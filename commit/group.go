@@ -448,21 +448,52 @@ func (tx *Tx) proveKept(ctx context.Context) error {
 	return nil
 }
 
+// busyWindow is how long before the base was committed an intent on
+// another value may have been written for othersAtWork to count it: older
+// ones are a crashed writer's, left to the collector.
+const busyWindow = 10 * time.Second
+
+// othersAtWork reports whether one LIST of the intent directory shows
+// other writers at work: an intent written at most busyWindow before the
+// base was committed, or since (by the store's clock). That includes one
+// bound to the base, and one on the value before it, of a writer that lost
+// to the base and has not published on it yet: a writer that commits
+// alone back to back would otherwise never see the writers it keeps
+// beating. A directory of more than a page counts as busy.
+func (tx *Tx) othersAtWork(ctx context.Context, h *head) (bool, error) {
+	page, err := tx.d.s.List(ctx, store.ListRequest{Prefix: IntentDir})
+	if err != nil {
+		return false, err
+	}
+	since := h.attrs.LastModified.Add(-busyWindow)
+	for _, o := range page.Objects {
+		if !o.LastModified.Before(since) {
+			return true, nil
+		}
+	}
+	return page.Next != "", nil
+}
+
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
-// group-commit round when this Dataset has met contention or the base is
-// a group commit (its manifest carried others): a writer alone pays
-// nothing for group commit. It returns what round returns, and what the
-// Tx read; a nil rebaseState means it does not take part, and the commit
-// goes on alone.
+// group-commit round when contention is likely: this Dataset met it, the
+// base is a group commit (its manifest carried others), or othersAtWork
+// sees writers at work (one LIST). It returns what round returns, and
+// what the Tx read; a nil rebaseState means it does not take part, and
+// the commit goes on alone.
 func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
 	ok := tx.joinable()
 	tx.mu.Unlock()
-	if !ok || (!tx.d.contended.Load() && len(bm.Carried) == 0) {
+	if !ok {
 		return group{}, nil, nil, nil
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
+	if !tx.d.contended.Load() && len(bm.Carried) == 0 {
+		if busy, err := tx.othersAtWork(ctx, h); err != nil || !busy {
+			return group{}, nil, nil, nil
+		}
+	}
 	rs, err := tx.prepareRebase(ctx, entries)
 	if err != nil || !tx.groupable(rs, h) {
 		return group{}, nil, nil, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -525,4 +526,66 @@ func TestGroupLeaderWhoseIntentWasCarriedSettles(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "l/f": "l", "c/f": "c"}, contents(t, commit.New(s)))
 	assert.Empty(t, keysUnder(t, s, commit.IntentDir))
+}
+
+// TestGroupOldIntentsElsewhereIgnored: an intent on another value written
+// more than busyWindow before the base was committed (a crashed writer's,
+// by the store's clock) is no sign of writers at work: a writer that
+// finds only that commits alone.
+func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	gone := uuid.NewString() // the write id of a value replaced long ago
+	_, err = s.Put(ctx, commit.IntentDir+gone+"/"+uuid.Must(uuid.NewV7()).String(), strings.NewReader("{}"), store.PutOptions{})
+	require.NoError(t, err)
+	mu.Lock()
+	now = now.Add(11 * time.Second)
+	mu.Unlock()
+	racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
+	_, err = racer.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	w := &putKeys{Store: s}
+	lone := partition(t, commit.New(w), "lone/", map[string]string{"f": "l"})
+	_, err = lone.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
+		"a writer that finds only an old intent elsewhere commits alone: %v", w.list())
+}
+
+// TestGroupWriterSeesIntentsElsewhere: a writer that commits alone back to
+// back would never see the writers it keeps beating: they publish on the
+// value it has just replaced. A writer whose base's round is empty, but
+// that finds in its LIST of the intent directory a recent intent on
+// another value, opens a round instead of going alone.
+func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		direct := commit.New(s)
+		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+		require.NoError(t, err)
+		v := readPointer(t, s)
+		racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
+		_, err = racer.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		require.Empty(t, racer.CarriedBy())
+		// A writer that lost to the racer, still bound to the value replaced.
+		lost := commit.IntentDir + v.WriteID + "/" + uuid.Must(uuid.NewV7()).String()
+		_, err = s.Put(ctx, lost, strings.NewReader("{}"), store.PutOptions{})
+		require.NoError(t, err)
+		base := readPointer(t, s)
+
+		w := &putKeys{Store: s}
+		fresh := partition(t, commit.New(w), "fresh/", map[string]string{"f": "f"})
+		p, err := fresh.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, base.Seq+1, p.Seq)
+		assert.True(t, intentPut(w.list(), base.WriteID), "the writer publishes its intent on its base: %v", w.list())
+		assert.Equal(t, []string{lost}, keysUnder(t, s, commit.IntentDir), "another writer's intent is its own to delete")
+	})
 }
