@@ -16,10 +16,11 @@ import (
 	"io"
 	"maps"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/btree"
 
 	"github.com/commitptr/commitptr/store"
 )
@@ -53,8 +54,11 @@ func openURL(_ context.Context, u *url.URL, _ store.Config) (store.Store, error)
 
 // Store is an in-memory object store. The zero value is not usable; call New.
 type Store struct {
-	mu    sync.Mutex
-	objs  map[string]*object
+	mu   sync.Mutex
+	objs map[string]*object
+	// keys holds the keys of objs in order, so that a listing costs what
+	// it returns, not the size of the store.
+	keys  *btree.BTreeG[string]
 	clock func() time.Time
 }
 
@@ -75,7 +79,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = 
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{objs: map[string]*object{}, clock: time.Now}
+	s := &Store{objs: map[string]*object{}, keys: btree.NewG(32, func(a, b string) bool { return a < b }), clock: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -166,6 +170,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		ctype:    opts.ContentType,
 		cenc:     opts.ContentEncoding,
 	}
+	if cur == nil {
+		s.keys.ReplaceOrInsert(key)
+	}
 	s.objs[key] = o
 	return s.attrs(o, now), nil
 }
@@ -185,6 +192,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 		return store.Wrap("delete", key, store.ErrPrecondition, nil)
 	}
 	delete(s.objs, key)
+	s.keys.Delete(key)
 	return nil
 }
 
@@ -197,6 +205,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		delete(s.objs, k)
+		s.keys.Delete(k)
 	}
 	return nil
 }
@@ -208,18 +217,19 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
 	}
 	s.mu.Lock()
-	keys := make([]string, 0, len(s.objs))
-	for k := range s.objs {
-		if strings.HasPrefix(k, req.Prefix) {
-			keys = append(keys, k)
+	var keys []string
+	s.keys.AscendGreaterOrEqual(req.Prefix, func(k string) bool {
+		if !strings.HasPrefix(k, req.Prefix) {
+			return false
 		}
-	}
+		keys = append(keys, k)
+		return true
+	})
 	snapshot := make(map[string]*object, len(keys))
 	for _, k := range keys {
 		snapshot[k] = s.objs[k]
 	}
 	s.mu.Unlock()
-	slices.Sort(keys)
 	return store.Paginate(keys, func(k string) store.Object {
 		o := snapshot[k]
 		return store.Object{Key: k, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
