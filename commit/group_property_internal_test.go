@@ -34,7 +34,7 @@ func entryOf(gen, path string, r *rand.Rand) generation.Entry {
 }
 
 func newPropWorld(t *testing.T, r *rand.Rand) *propWorld {
-	hg := propGen(t, r)
+	hg := propGen(t)
 	h := &head{
 		ptr: &pointer.Pointer{Format: pointer.Format, Seq: 7, Generation: hg, Manifest: generation.ManifestKey(hg),
 			ManifestSHA256: strings.Repeat("0", 64), WriteID: "w7"},
@@ -66,9 +66,25 @@ func newPropWorld(t *testing.T, r *rand.Rand) *propWorld {
 
 func propLease(l int) string { return fmt.Sprintf("mem://x/_lease/l%d", l) }
 
-// propGen returns a fresh generation id whose time part follows the
-// random source, so that runs are reproducible up to the id's randomness.
-func propGen(t *testing.T, _ *rand.Rand) string {
+// propRand returns a random source seeded from the clock, logging the seed
+// so that a failure can be replayed.
+func propRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
+}
+
+// sortedManifest returns a manifest of entries, sorted by path as a
+// manifest's are.
+func sortedManifest(entries []generation.Entry) *generation.Manifest {
+	m := &generation.Manifest{Entries: slices.Clone(entries)}
+	slices.SortFunc(m.Entries, func(a, b generation.Entry) int { return strings.Compare(a.Path, b.Path) })
+	return m
+}
+
+// propGen returns a fresh generation id.
+func propGen(t *testing.T) string {
 	t.Helper()
 	g, err := generation.New()
 	if err != nil {
@@ -81,7 +97,7 @@ func propGen(t *testing.T, _ *rand.Rand) string {
 // the head), or spoiled in one random way.
 func (w *propWorld) intent(t *testing.T) *intent {
 	r, h := w.r, w.h
-	gen := propGen(t, r)
+	gen := propGen(t)
 	in := &intent{Format: intentFormat, Generation: gen, Head: h.ptr.WriteID, Seq: h.ptr.Seq + 1,
 		StagingStart: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	if r.IntN(3) == 0 {
@@ -135,7 +151,7 @@ func (w *propWorld) intent(t *testing.T) *intent {
 		// Spoil the base: the writer read another state of the path.
 		rd := &in.Reads[r.IntN(len(in.Reads))]
 		if rd.Base == nil {
-			e := entryOf(propGen(t, r), rd.Path, r)
+			e := entryOf(propGen(t), rd.Path, r)
 			rd.Base = &e
 		} else {
 			rd.Base = nil
@@ -167,13 +183,11 @@ func applied(own map[string]generation.Entry, in *intent) {
 //   - is accepted, for each carried writer, by appliedIn;
 //   - is a valid manifest (no file where a path needs a directory).
 func TestCarryProperties(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	r := propRand(t, 0x9e3779b97f4a7c15)
 	for iter := range 2000 {
 		w := newPropWorld(t, r)
 		h := w.h
-		mine := propGen(t, r)
+		mine := propGen(t)
 		carrierScope := ""
 		if r.IntN(2) == 0 {
 			carrierScope = "m/"
@@ -214,7 +228,7 @@ func TestCarryProperties(t *testing.T) {
 		g := tx.carry(rs, h, own, ins, opts)
 		fail := func(format string, args ...any) {
 			t.Helper()
-			t.Fatalf("seed %d iteration %d: "+format, append([]any{seed, iter}, args...)...)
+			t.Fatalf("iteration %d: "+format, append([]any{iter}, args...)...)
 		}
 
 		carried := map[string]*intent{}
@@ -281,8 +295,7 @@ func TestCarryProperties(t *testing.T) {
 				fail("lease %q's fence lowered from %d to %d", f.lease, h.ptr.FenceOf(f.lease), f.token)
 			}
 		}
-		m := &generation.Manifest{Entries: slices.Clone(g.entries)}
-		slices.SortFunc(m.Entries, func(a, b generation.Entry) int { return strings.Compare(a.Path, b.Path) })
+		m := sortedManifest(g.entries)
 		for _, in := range carried {
 			ctx := &Tx{gen: in.Generation, rebase: &Rebase{Scope: in.Scope}, reads: intentState(in)}
 			if err := ctx.appliedIn(m); err != nil {
@@ -310,9 +323,7 @@ func intentState(in *intent) *rebaseState {
 // path it read as it set it, or absent; under its scope exactly its
 // files), and refuses it once one of those paths is changed.
 func TestAppliedInProperties(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d))
+	r := propRand(t, 0x2545f4914f6cdd1d)
 	for iter := range 3000 {
 		w := newPropWorld(t, r)
 		in := w.intent(t)
@@ -328,16 +339,9 @@ func TestAppliedInProperties(t *testing.T) {
 		for p, e := range rs.mine {
 			entries[p] = e
 		}
-		manifest := func() *generation.Manifest {
-			m := &generation.Manifest{}
-			for _, e := range entries {
-				m.Entries = append(m.Entries, e)
-			}
-			slices.SortFunc(m.Entries, func(a, b generation.Entry) int { return strings.Compare(a.Path, b.Path) })
-			return m
-		}
+		manifest := func() *generation.Manifest { return sortedManifest(slices.Collect(maps.Values(entries))) }
 		if err := tx.appliedIn(manifest()); err != nil {
-			t.Fatalf("seed %d iteration %d: appliedIn refuses a manifest that holds the change: %v", seed, iter, err)
+			t.Fatalf("iteration %d: appliedIn refuses a manifest that holds the change: %v", iter, err)
 		}
 		// One random change at one path.
 		p := propPaths[r.IntN(len(propPaths))]
@@ -345,14 +349,14 @@ func TestAppliedInProperties(t *testing.T) {
 		if r.IntN(2) == 0 {
 			delete(entries, p)
 		} else {
-			entries[p] = entryOf(propGen(t, r), p, r)
+			entries[p] = entryOf(propGen(t), p, r)
 		}
 		after, has := entries[p]
 		changed := had != has || (had && !sameEntry(before, after))
 		mineHere := rs.read[p] || (in.Scope != "" && strings.HasPrefix(p, in.Scope))
 		err := tx.appliedIn(manifest())
 		if want := changed && mineHere; want != (err != nil) {
-			t.Fatalf("seed %d iteration %d: %q changed (%v) and the writer's (%v), appliedIn: %v", seed, iter, p, changed, mineHere, err)
+			t.Fatalf("iteration %d: %q changed (%v) and the writer's (%v), appliedIn: %v", iter, p, changed, mineHere, err)
 		}
 	}
 }
@@ -364,7 +368,7 @@ func TestGroupableProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 500 {
 		w := newPropWorld(t, r)
-		tx := &Tx{d: New(nil), gen: propGen(t, r), rebase: &Rebase{NoGroup: r.IntN(2) == 0}}
+		tx := &Tx{d: New(nil), gen: propGen(t), rebase: &Rebase{NoGroup: r.IntN(2) == 0}}
 		if r.IntN(2) == 0 {
 			tx.refSeq = 1 + r.Uint64N(5)
 		}
