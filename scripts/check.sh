@@ -13,7 +13,7 @@ build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
 # The packages whose tests run on the in-memory and local stores only.
 fast=(
 	.
-	./bench
+	./internal/bench
 	./examples/...
 	./generation
 	./internal/localfile

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/internal/bench"
 )
 
 type benchOptions struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/internal/bench"
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	s3store "github.com/commitptr/commitptr/store/s3"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/internal/bench"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )

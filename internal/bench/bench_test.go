@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/bench"
+	"github.com/commitptr/commitptr/internal/bench"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
