@@ -250,3 +250,46 @@ func TestManifestCarried(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestRebased: a manifest whose commit rebased is written as
+// format 4, with or without carried writers, and read back; one that did
+// not rebase is never format 4; a count without format 4, format 4
+// without a count, and a negative count are corrupt.
+func TestManifestRebased(t *testing.T) {
+	a, err := generation.New()
+	require.NoError(t, err)
+	for _, carried := range [][]generation.Carried{nil, {{Generation: a, Writer: "w1"}}} {
+		m := manifest(t, 2)
+		m.Rebased, m.Carried = 3, carried
+		stored, err := generation.Encode(m)
+		require.NoError(t, err)
+		got, err := generation.Decode(stored)
+		require.NoError(t, err)
+		assert.Equal(t, generation.FormatRebased, got.Format)
+		assert.Equal(t, 3, got.Rebased)
+		assert.Equal(t, carried, got.Carried)
+	}
+	plain := manifest(t, 2)
+	plain.Carried = []generation.Carried{{Generation: a}}
+	stored, err := generation.Encode(plain)
+	require.NoError(t, err)
+	assert.NotContains(t, string(stored), "rebased")
+
+	for name, spoil := range map[string]func(m *generation.Manifest){
+		"count in format 3": func(m *generation.Manifest) {
+			m.Format, m.Carried = generation.FormatCarried, []generation.Carried{{Generation: a}}
+		},
+		"count in format 2":      func(m *generation.Manifest) { m.Format = generation.Format },
+		"format 4 without count": func(m *generation.Manifest) { m.Rebased = 0 },
+		"negative count":         func(m *generation.Manifest) { m.Rebased = -1 },
+		"format 5":               func(m *generation.Manifest) { m.Format = generation.FormatRebased + 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := manifest(t, 1)
+			m.Format, m.Rebased = generation.FormatRebased, 1
+			require.NoError(t, m.Validate())
+			spoil(m)
+			require.ErrorIs(t, m.Validate(), generation.ErrCorrupt)
+		})
+	}
+}

@@ -30,6 +30,11 @@ const Format = 2
 // refuse exactly the generations they could not describe.
 const FormatCarried = 3
 
+// FormatRebased is the format of a manifest whose commit rebased: format 3
+// with Rebased, and Carried if it carried writers. Encode writes it only
+// when Rebased is not zero.
+const FormatRebased = 4
+
 // FormatV1 is the first manifest format: entries without Mode and MTime.
 // Decode still reads it.
 const FormatV1 = 1
@@ -86,7 +91,10 @@ type Manifest struct {
 	// is the generation id of a Tx whose data objects it references.
 	// Format 3.
 	Carried []Carried `json:"carried,omitempty"`
-	Entries []Entry   `json:"entries"`
+	// Rebased is how many times the commit rebased before it landed: it
+	// met other writers. Format 4.
+	Rebased int     `json:"rebased,omitempty"`
+	Entries []Entry `json:"entries"`
 }
 
 // Carried is one writer whose changes a group commit applied.
@@ -191,7 +199,8 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // Encode sorts the entries and the carried writers, sets the format to
 // the oldest that holds them (FormatV1 unless an entry records a mode or a
-// modification time, FormatCarried when it carried writers), validates
+// modification time, FormatCarried when it carried writers,
+// FormatRebased when it rebased), validates
 // the manifest and returns its stored form: JSON,
 // zstd-compressed when larger than CompressAbove.
 func Encode(m *Manifest) ([]byte, error) {
@@ -199,6 +208,8 @@ func Encode(m *Manifest) ([]byte, error) {
 	slices.SortFunc(m.Carried, func(a, b Carried) int { return strings.Compare(a.Generation, b.Generation) })
 	m.Format = FormatV1
 	switch {
+	case m.Rebased != 0:
+		m.Format = FormatRebased
 	case len(m.Carried) > 0:
 		m.Format = FormatCarried
 	case slices.ContainsFunc(m.Entries, Entry.hasV2Fields):
@@ -275,7 +286,7 @@ func Decode(stored []byte) (*Manifest, error) {
 		}
 	}
 	var m Manifest
-	if err := strictjson.Decode(b, []int{FormatV1, Format, FormatCarried}, &m); err != nil {
+	if err := strictjson.Decode(b, []int{FormatV1, Format, FormatCarried, FormatRebased}, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {
@@ -290,14 +301,15 @@ func (m *Manifest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: generation %q: %s", ErrCorrupt, m.Generation, fmt.Sprintf(format, args...))
 	}
-	if m.Format != Format && m.Format != FormatV1 && m.Format != FormatCarried {
+	switch {
+	case m.Format < FormatV1 || m.Format > FormatRebased:
 		return bad("format %d", m.Format)
-	}
-	if m.Format != FormatCarried && len(m.Carried) > 0 {
+	case m.Format < FormatCarried && len(m.Carried) > 0:
 		return bad("format %d carries no other writers", m.Format)
-	}
-	if m.Format == FormatCarried && len(m.Carried) == 0 {
+	case m.Format == FormatCarried && len(m.Carried) == 0:
 		return bad("format %d without carried writers", m.Format)
+	case m.Rebased < 0, m.Format != FormatRebased && m.Rebased != 0, m.Format == FormatRebased && m.Rebased == 0:
+		return bad("format %d with %d rebases", m.Format, m.Rebased)
 	}
 	for i, c := range m.Carried {
 		if err := Valid(c.Generation); err != nil {
