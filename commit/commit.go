@@ -240,7 +240,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 		tx.lastSent = &last
 		tx.mu.Unlock()
 		if werr == nil {
-			tx.noteContention()
+			tx.noteGrouped()
 			return next, tx.confirmHold(ctx, next)
 		}
 		// Whatever the error, the write may have landed (a lost response,
@@ -270,7 +270,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 		case mine:
 			tx.d.log.Debug("pointer write resolved as ours", "generation", tx.gen, "seq", next.Seq, "error", werr)
 			written := landed(got, next, sent)
-			tx.noteContention()
+			tx.noteGrouped()
 			return written, tx.confirmHold(ctx, written)
 		case carried:
 			tx.markCarried(tx.landedBy)
@@ -281,7 +281,6 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 			if tx.rebase == nil {
 				return nil, tx.abort(ctx, &ConflictError{Winner: tx.winner, Seq: next.Seq})
 			}
-			tx.d.contended.Store(true)
 			if rs == nil {
 				if rs, err = tx.prepareRebase(ctx, entries); err != nil {
 					return nil, tx.abort(ctx, fmt.Errorf("%w; rebase: %w", &ConflictError{Winner: tx.winner, Seq: next.Seq}, err))
@@ -321,16 +320,10 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 	}
 }
 
-// noteContention notes, for the next commits of the dataset, whether
-// this one, which landed, met contention: a commit that rebased or carried
-// others did; one that won its first compare-and-swap carrying nobody did
-// not.
-func (tx *Tx) noteContention() {
-	if tx.Rebased() > 0 || tx.carrying() {
-		tx.d.contended.Store(true)
-	} else {
-		tx.d.contended.Store(false)
-	}
+// noteGrouped notes, for the next commits of the dataset, whether this
+// one, which landed, was in a round: it carried others.
+func (tx *Tx) noteGrouped() {
+	tx.d.grouped.Store(tx.carrying())
 }
 
 // sendPlan is the pointer write a rebase prepared: next, built on head

@@ -114,10 +114,11 @@ type Dataset struct {
 	reuse       bool
 	retry       Retry
 	log         *slog.Logger
-	// contended is set while this Dataset's commits meet contention: a
-	// commit with rebase then takes part in a group-commit round from its
-	// first compare-and-swap (see carryFirst).
-	contended atomic.Bool
+	// grouped is set while this Dataset's commits are in rounds (carried,
+	// or carrying others): a commit with rebase on an open base then joins
+	// a round from its first compare-and-swap without listing first (see
+	// carryFirst).
+	grouped atomic.Bool
 }
 
 // Option configures a Dataset.

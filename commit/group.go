@@ -99,16 +99,22 @@ func (m *member) conflicts(o *member) bool {
 type head struct {
 	ptr   *pointer.Pointer
 	attrs store.Attrs
+	// open is whether rounds may be held on it: its commit met other
+	// writers (it rebased or carried some).
+	open bool
 	// entries and keys are the manifest's entries by path, and the keys
 	// they reference.
 	entries map[string]generation.Entry
 	keys    map[string]bool
 }
 
-// newHead returns the head p, with attrs, whose manifest has entries.
-func newHead(p *pointer.Pointer, attrs store.Attrs, entries []generation.Entry) *head {
-	h := &head{ptr: p, attrs: attrs, entries: make(map[string]generation.Entry, len(entries)), keys: make(map[string]bool, len(entries))}
-	for _, e := range entries {
+// newHead returns the head p, with attrs, whose manifest is m.
+func newHead(p *pointer.Pointer, attrs store.Attrs, m *generation.Manifest) *head {
+	h := &head{
+		ptr: p, attrs: attrs, open: m.Rebased > 0 || len(m.Carried) > 0,
+		entries: make(map[string]generation.Entry, len(m.Entries)), keys: make(map[string]bool, len(m.Entries)),
+	}
+	for _, e := range m.Entries {
 		h.entries[e.Path] = e
 		h.keys[e.Key] = true
 	}
@@ -121,13 +127,13 @@ type fenceToken struct {
 	token uint64
 }
 
-// groupable reports whether this Tx may take part in a group commit: it
-// did not read the whole base (any change would conflict with it), keeps
-// nothing from another snapshot (its guards need the pin and the floor),
-// and every object its changes reference is its own or referenced by the
-// head, so a carrier has nothing to prove present.
+// groupable reports whether this Tx may take part in a round on h: h is
+// open, the Tx did not read the whole base (any change would conflict
+// with it), keeps nothing from another snapshot (its guards need the pin
+// and the floor), and every object its changes reference is its own or
+// referenced by the head, so a carrier has nothing to prove present.
 func (tx *Tx) groupable(rs *rebaseState, h *head) bool {
-	if tx.rebase.NoGroup || rs.all || tx.refSeq != 0 || h.ptr.WriteID == "" {
+	if !h.open || tx.rebase.NoGroup || rs.all || tx.refSeq != 0 || h.ptr.WriteID == "" {
 		return false
 	}
 	own := generation.Prefix(tx.gen)
@@ -475,11 +481,11 @@ func (tx *Tx) othersAtWork(ctx context.Context, h *head) (bool, error) {
 }
 
 // carryFirst runs the first compare-and-swap of a commit with rebase as a
-// group-commit round when contention is likely: this Dataset met it, the
-// base is a group commit (its manifest carried others), or othersAtWork
-// sees writers at work (one LIST). It returns what round returns, and
-// what the Tx read; a nil rebaseState means it does not take part, and
-// the commit goes on alone.
+// group-commit round when its base is open and others are likely at work
+// on it: this Dataset's last commit was in a round, or othersAtWork sees
+// writers at work (one LIST). It returns what round returns, and what the
+// Tx read; a nil rebaseState means it does not take part, and the commit
+// goes on alone.
 func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
@@ -488,8 +494,11 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 	if !ok {
 		return group{}, nil, nil, nil
 	}
-	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm.Entries)
-	if !tx.d.contended.Load() && len(bm.Carried) == 0 {
+	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm)
+	if !h.open {
+		return group{}, nil, nil, nil
+	}
+	if !tx.d.grouped.Load() {
 		if busy, err := tx.othersAtWork(ctx, h); err != nil || !busy {
 			return group{}, nil, nil, nil
 		}
@@ -788,7 +797,7 @@ func (d *Dataset) admissibleOn(ctx context.Context, in *intent, p *pointer.Point
 	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {
 		return true
 	}
-	_, ok := admit(in, newHead(p, attrs, m.Entries))
+	_, ok := admit(in, newHead(p, attrs, m))
 	return ok
 }
 
@@ -808,7 +817,7 @@ func (tx *Tx) lose(ctx context.Context, err error) (*pointer.Pointer, error) {
 }
 
 func (tx *Tx) markCarried(p *pointer.Pointer) {
-	tx.d.contended.Store(true)
+	tx.d.grouped.Store(true)
 	tx.mu.Lock()
 	tx.carriedBy = p.Generation
 	tx.intentHead = nil

@@ -180,7 +180,8 @@ func TestGroupAdversaryForgedIntents(t *testing.T) {
 		const lease = "mem://x/_lease/forged"
 		_, err := publish(t, d, map[string]string{"seed": "0", "sub/old": "o", "gone": "g"}, commit.CommitOptions{})
 		require.NoError(t, err)
-		commit.MarkContended(d) // it joins rounds from its first compare-and-swap
+		openHead(t, d)
+		commit.MarkGrouped(d) // it joins rounds from its first compare-and-swap
 		require.NoError(t, d.RegisterFence(ctx, lease, 5))
 		cur := readPointer(t, s)
 		seed := headEntry(t, s, "seed")
@@ -328,7 +329,8 @@ func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
 			dC, direct := commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
-			commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+			openHead(t, direct)
+			commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 			octx, cancelO := context.WithCancel(ctx)
 			defer cancelO()
 			txO := partition(t, dO, "o/", map[string]string{"f": "o"})
@@ -423,7 +425,8 @@ func TestGroupAdversaryFenceRaisedBeforeGroupCAS(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	require.NoError(t, direct.RegisterFence(ctx, lease, 5))
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var txC *commit.Tx
@@ -463,7 +466,8 @@ func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var txC *commit.Tx
 	var pC *pointer.Pointer
@@ -510,7 +514,8 @@ func TestGroupAdversaryIntentPutOutcome(t *testing.T) {
 			dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
-			commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+			openHead(t, direct)
+			commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 			txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 			fsO.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: mode.mode, Times: 1})
 			var txC *commit.Tx
@@ -852,7 +857,8 @@ func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var pC *pointer.Pointer
 	var errC error
@@ -892,7 +898,8 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	// O's intent stays behind after its commit (its delete fails), for
 	// C's next round to find.
@@ -950,7 +957,8 @@ func TestGroupAdversaryForgedCarriedClaim(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
+	openHead(t, d)
+	commit.MarkGrouped(d) // it joins rounds from its first compare-and-swap
 	w := partition(t, d, "w/", map[string]string{"f": "w"})
 	cur := readPointer(t, s)
 	sum := sha256.Sum256([]byte("w"))

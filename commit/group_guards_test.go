@@ -161,7 +161,8 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	octx, cancelO := context.WithCancel(ctx)
 	defer cancelO()
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
@@ -214,7 +215,8 @@ func TestGroupCarriedKeepsUntouchedFilesInScope(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0", "p/keep": "k"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	txO, err := dO.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, txO.KeepAll(ctx))
@@ -268,7 +270,8 @@ func TestGroupCarriedClaimMissingScopedFile(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0", "w/keep": "k"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
+	openHead(t, d)
+	commit.MarkGrouped(d) // it joins rounds from its first compare-and-swap
 	w, err := d.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, w.KeepAll(ctx))
@@ -496,10 +499,11 @@ func followerRound(t *testing.T, waiting func(s store.Store, v *pointer.Pointer,
 	fsC, fsW := faultstore.New(s), faultstore.New(s)
 	_, err := publish(t, commit.New(s), map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	openHead(t, commit.New(s))
 	v := readPointer(t, s)
 	dC, dW := commit.New(fsC), commit.New(fsW)
-	commit.MarkContended(dC) // both join the round on V at their first compare-and-swap
-	commit.MarkContended(dW)
+	commit.MarkGrouped(dC) // both join the round on V at their first compare-and-swap
+	commit.MarkGrouped(dW)
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	txW := partition(t, dW, "w/", map[string]string{"f": "w"})
 	waiting(s, v, txW)
@@ -666,9 +670,7 @@ func TestGroupWithdrawalKeepsCommitTime(t *testing.T) {
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	var committedAt time.Time
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		w := partition(t, direct, "theirs/", map[string]string{"f": "theirs"})
-		_, err := w.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
+		commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
 		_, attrs, err := pointer.Read(ctx, s)
 		require.NoError(t, err)
 		committedAt = attrs.LastModified
@@ -700,7 +702,8 @@ func TestGroupCarriedOnDamagedChainIsUnknown(t *testing.T) {
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(dC) // it joins rounds from its first compare-and-swap
+	openHead(t, direct)
+	commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	var pC *pointer.Pointer
 	groupHeld(t, s, fsO, direct, func() {
@@ -752,7 +755,8 @@ func TestGroupCarriesAtMostMaxWriters(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	commit.MarkContended(d) // it joins rounds from its first compare-and-swap
+	openHead(t, d)
+	commit.MarkGrouped(d) // it joins rounds from its first compare-and-swap
 	cur := readPointer(t, s)
 	var first []string
 	for i := range 66 {

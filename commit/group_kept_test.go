@@ -67,7 +67,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 		rec := &proofs{Store: s}
 		fb := faultstore.New(rec)
 		b := commit.New(fb)
-		commit.MarkContended(b)
+		commit.MarkGrouped(b)
 		_, err := publish(t, a, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		txA := partition(t, a, "a/", map[string]string{"f": "a"})
@@ -90,9 +90,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 		// publishes its intent on the new head; B, begun on that head,
 		// finds it and joins the round.
 		fa.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-			w := partition(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
-			_, err := w.Commit(ctx, commit.CommitOptions{})
-			require.NoError(t, err)
+			commitOpen(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
 			fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
 				txB = partition(t, b, "b/", map[string]string{"f": "b"})
 				go func() {
@@ -144,7 +142,7 @@ func TestGroupWriterProvesKeptFiles(t *testing.T) {
 			// An intent waits on the head, and no writer carries it: the
 			// Tx joins the round as a follower, finds the pointer
 			// unmoved, and carries the round itself.
-			commit.MarkContended(d)
+			commit.MarkGrouped(d)
 			joinRound(t, s)
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			_, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -196,7 +194,7 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	counted := &gets{Store: s}
 	fa := faultstore.New(counted)
 	a := commit.New(fa)
-	commit.MarkContended(a) // A joins the round on its base
+	commit.MarkGrouped(a) // A joins the round on its base
 	_, err := publish(t, l, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	txL := partition(t, l, "l/", map[string]string{"f": "l"})
@@ -210,9 +208,7 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 		// L loses its first compare-and-swap and leads a round alone on
 		// the new head.
-		w := partition(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
-		_, err := w.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
+		commitOpen(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
 		seq := readPointer(t, s).Seq
 		aPublishing := make(chan struct{})
 		fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {

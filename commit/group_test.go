@@ -44,12 +44,10 @@ func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store
 	require.NoError(t, err)
 	tx = partition(t, d, "mine/", map[string]string{"f": "mine"})
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
-		_, err := w.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
+		commitOpen(t, other, "theirs/", map[string]string{"f": "theirs"})
 		holdRound(t, fs, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
-			commit.MarkContended(other) // the third writer joins the round
+			commit.MarkGrouped(other) // the third writer joins the round
 			tx3 = third(other)
 			var err error
 			p3, err = tx3.Commit(ctx, commit.CommitOptions{Message: "third"})
@@ -178,10 +176,7 @@ func TestGroupCancelledWithdraws(t *testing.T) {
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 		var head *pointer.Pointer
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-			w := partition(t, other, "theirs/", map[string]string{"f": "theirs"})
-			var err error
-			head, err = w.Commit(ctx, commit.CommitOptions{})
-			require.NoError(t, err)
+			head = commitOpen(t, other, "theirs/", map[string]string{"f": "theirs"})
 		}})
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: cancel})
 		_, err = tx.Commit(ctx, commit.CommitOptions{})
@@ -212,9 +207,7 @@ func TestGroupRebuiltAfterRewrite(t *testing.T) {
 		var tx3 *commit.Tx
 		var p3 *pointer.Pointer
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-			w := partition(t, direct, "theirs/", map[string]string{"f": "theirs"})
-			_, err := w.Commit(ctx, commit.CommitOptions{})
-			require.NoError(t, err)
+			commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
 			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 				fs3.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 					require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
@@ -250,14 +243,12 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 		var tx2 *commit.Tx
 		var err2 error
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-			w := partition(t, direct, "theirs/", map[string]string{"f": "theirs"})
-			_, err := w.Commit(ctx, commit.CommitOptions{})
-			require.NoError(t, err)
+			commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
 			// The Tx now rounds on theirs' commit; hold its rebased
 			// manifest while a second writer joins that round.
 			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 				tx2 = partition(t, direct, "second/", map[string]string{"f": "second"})
-				commit.MarkContended(direct) // tx2 joins the Tx's round on its base
+				commit.MarkGrouped(direct) // tx2 joins the Tx's round on its base
 				require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
 				_, err2 = tx2.Commit(ctx, commit.CommitOptions{})
 			}})
@@ -334,14 +325,13 @@ func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Stor
 	return v
 }
 
-// TestGroupFreshWriterOpensRound: a writer of a new process, whose
-// Dataset has met no contention itself, opens a round at its first
-// compare-and-swap when its base is a group commit (its manifest carried
-// others): the store shows the burst that the process has not seen. It
-// publishes its intent on the base and lands carrying nobody, so the next
-// new writer, whose base carried nobody, commits alone and publishes no
-// intent.
-func TestGroupFreshWriterOpensRound(t *testing.T) {
+// TestGroupRoundsOnlyOnOpenValues: a value is open to rounds when its
+// commit met other writers (rebased or carried some). A fresh writer on
+// a group commit lists the intent directory once and, finding nobody at
+// work, commits alone, publishing no intent; its value is closed, so the
+// next fresh writer sends no request under the intent directory at all,
+// and a writer that loses to a closed value rebases without a round.
+func TestGroupRoundsOnlyOnOpenValues(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		_, _, _, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
@@ -355,19 +345,41 @@ func TestGroupFreshWriterOpensRound(t *testing.T) {
 		p4, err := fresh.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, p3.Seq+1, p4.Seq)
-		assert.Empty(t, fresh.CarriedBy())
-		assert.True(t, intentPut(w.list(), p3.WriteID), "the writer publishes its intent on its base: %v", w.list())
-		require.Empty(t, readManifest(t, s, p4.Generation).Carried)
+		assert.Equal(t, []string{commit.IntentDir}, underIntents(w.listed()), "one LIST of the intent directory on an open base")
+		assert.False(t, intentPut(w.list(), p3.WriteID), "nobody at work: no intent: %v", w.list())
+		m4 := readManifest(t, s, p4.Generation)
+		require.Empty(t, m4.Carried)
+		require.Zero(t, m4.Rebased, "the value is closed")
 
-		w.reset()
-		lone := partition(t, commit.New(w), "fifth/", map[string]string{"f": "fifth"})
-		p5, err := lone.Commit(ctx, commit.CommitOptions{})
+		w = &putKeys{Store: s}
+		fs := faultstore.New(w)
+		lone := partition(t, commit.New(fs), "fifth/", map[string]string{"f": "fifth"})
+		loseFirstCASClosed(t, fs, commit.New(s))
+		p6, err := lone.Commit(ctx, commit.CommitOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, p4.Seq+1, p5.Seq)
+		assert.Equal(t, p4.Seq+2, p6.Seq)
+		assert.Equal(t, 1, lone.Rebased())
+		assert.Empty(t, underIntents(w.listed()), "no LIST of intents on a closed base or head")
 		assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
-			"a writer whose base carried nobody commits alone: %v", w.list())
+			"no intent on a closed value: %v", w.list())
+		assert.Equal(t, 1, readManifest(t, s, p6.Generation).Rebased, "a commit that rebased opens its value")
 		assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 	})
+}
+
+// underIntents returns those of prefixes under the intent directory.
+func underIntents(prefixes []string) []string {
+	return slices.DeleteFunc(prefixes, func(p string) bool { return !strings.HasPrefix(p, commit.IntentDir) })
+}
+
+// loseFirstCASClosed makes the next pointer write through fs lose to a
+// commit of "sixth/" by direct that meets nobody: its value is closed.
+func loseFirstCASClosed(t *testing.T, fs *faultstore.Store, direct *commit.Dataset) {
+	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		p := partition(t, direct, "sixth/", map[string]string{"f": "sixth"})
+		_, err := p.Commit(context.Background(), commit.CommitOptions{})
+		require.NoError(t, err)
+	}})
 }
 
 // intentPut reports whether keys hold an intent published
@@ -419,7 +431,8 @@ func (w *roundWatch) List(ctx context.Context, req store.ListRequest) (store.Lis
 // contended returns a Dataset d, whose requests go through fs and then
 // via, that met contention on s: s holds "seed", "theirs/f" and "z/f",
 // written by a commit of d that lost its first compare-and-swap and
-// rebased. v is the pointer value d's next writers begin on.
+// rebased. v, the pointer value d's next writers begin on, is open, and
+// they join a round on it at their first compare-and-swap.
 func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (fs *faultstore.Store, d *commit.Dataset, v *pointer.Pointer) {
 	t.Helper()
 	fs = faultstore.New(s)
@@ -432,6 +445,7 @@ func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (
 	_, err = tx0.Commit(context.Background(), commit.CommitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, tx0.Rebased(), "d met contention")
+	commit.MarkGrouped(d)
 	return fs, d, readPointer(t, s)
 }
 
@@ -453,9 +467,23 @@ func awaitIntents(t *testing.T, s store.Store, head string, n int) {
 // putKeys records the key of each PUT through it, and of each DeleteMany.
 type putKeys struct {
 	store.Store
-	mu   sync.Mutex
-	keys []string
-	dels []string
+	mu    sync.Mutex
+	keys  []string
+	dels  []string
+	lists []string // the prefixes listed
+}
+
+func (s *putKeys) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	s.mu.Lock()
+	s.lists = append(s.lists, req.Prefix)
+	s.mu.Unlock()
+	return s.Store.List(ctx, req)
+}
+
+func (s *putKeys) listed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lists)
 }
 
 func (s *putKeys) DeleteMany(ctx context.Context, keys []string) error {
@@ -501,7 +529,7 @@ func TestGroupLeaderWhoseIntentWasCarriedSettles(t *testing.T) {
 	var w *putKeys
 	fs, d, v := contended(t, s, func(fs store.Store) store.Store { w = &putKeys{Store: fs}; return w })
 	dC := commit.New(s)
-	commit.MarkContended(dC)
+	commit.MarkGrouped(dC)
 	txL := partition(t, d, "l/", map[string]string{"f": "l"})
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	w.reset()
@@ -546,22 +574,21 @@ func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
 	mu.Lock()
 	now = now.Add(11 * time.Second)
 	mu.Unlock()
-	racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
-	_, err = racer.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
+	commitOpen(t, direct, "racer/", map[string]string{"f": "r"})
 
 	w := &putKeys{Store: s}
 	lone := partition(t, commit.New(w), "lone/", map[string]string{"f": "l"})
 	_, err = lone.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
+	assert.Contains(t, w.listed(), commit.IntentDir, "on an open base the writer lists the intent directory")
 	assert.False(t, slices.ContainsFunc(w.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
 		"a writer that finds only an old intent elsewhere commits alone: %v", w.list())
 }
 
 // TestGroupWriterSeesIntentsElsewhere: a writer that commits alone back to
 // back would never see the writers it keeps beating: they publish on the
-// value it has just replaced. A writer whose base's round is empty, but
-// that finds in its LIST of the intent directory a recent intent on
+// value it has just replaced. A writer whose open base's round is empty,
+// but that finds in its LIST of the intent directory a recent intent on
 // another value, opens a round instead of going alone.
 func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
@@ -570,11 +597,8 @@ func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
 		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		v := readPointer(t, s)
-		racer := partition(t, direct, "racer/", map[string]string{"f": "r"})
-		_, err = racer.Commit(ctx, commit.CommitOptions{})
-		require.NoError(t, err)
-		require.Empty(t, racer.CarriedBy())
-		// A writer that lost to the racer, still bound to the value replaced.
+		commitOpen(t, direct, "racer/", map[string]string{"f": "r"})
+		// A writer that lost to the racer, still bound to a value replaced.
 		lost := commit.IntentDir + v.WriteID + "/" + uuid.Must(uuid.NewV7()).String()
 		_, err = s.Put(ctx, lost, strings.NewReader("{}"), store.PutOptions{})
 		require.NoError(t, err)

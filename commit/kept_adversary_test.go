@@ -35,7 +35,8 @@ func staleIntent(t *testing.T, s store.Store, head string) {
 }
 
 // keptSetup gives s a seed commit and a commit of "p/f" (the file other
-// writers keep), and returns a Dataset on s and the entry of "p/f".
+// writers keep), then opens the head to rounds, and returns a Dataset on
+// s and the entry of "p/f".
 func keptSetup(t *testing.T, s store.Store) (*commit.Dataset, generation.Entry) {
 	t.Helper()
 	ctx := context.Background()
@@ -45,6 +46,7 @@ func keptSetup(t *testing.T, s store.Store) (*commit.Dataset, generation.Entry) 
 	w := partition(t, d, "p/", map[string]string{"f": "p"})
 	_, err = w.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
+	openHead(t, d)
 	snap, err := d.Open(ctx)
 	require.NoError(t, err)
 	e, ok := snap.Manifest.Find("p/f")
@@ -121,7 +123,7 @@ func TestKeptAdvJoinerBaseCollected(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
 			d, gone := keptSetup(t, s)
-			commit.MarkContended(d) // it joins the round on its base
+			commit.MarkGrouped(d) // it joins the round on its base
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			base := tx.Base()
 			for i := range commits {
@@ -157,7 +159,7 @@ func TestKeptAdvJoinerI7AfterUnknown(t *testing.T) {
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
 	d, _ := keptSetup(t, s)
-	commit.MarkContended(d) // it joins the round on its base
+	commit.MarkGrouped(d) // it joins the round on its base
 	tx := partition(t, d, "q/", map[string]string{"f": "q"})
 	base := tx.Base()
 	for i := range 2 {
@@ -215,7 +217,7 @@ func TestKeptAdvLostRoundOnDamagedHead(t *testing.T) {
 			before := damagedRound(t, s)
 			fs := faultstore.New(s)
 			d := commit.New(fs)
-			commit.MarkContended(d) // it joins the round on its base
+			commit.MarkGrouped(d) // it joins the round on its base
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
 			rewrote := false
 			rewriteDuringIntent(fs, func() { rewrites[name](t, s); rewrote = true })
@@ -247,7 +249,7 @@ func TestKeptAdvHonestRewriteDuringRound(t *testing.T) {
 	staleIntent(t, s, readPointer(t, s).WriteID)
 	fs := faultstore.New(s)
 	dq := commit.New(fs)
-	commit.MarkContended(dq) // it joins the round on its base
+	commit.MarkGrouped(dq) // it joins the round on its base
 	tx := partition(t, dq, "q/", map[string]string{"f": "q"})
 	var rep *gc.Report
 	rewriteDuringIntent(fs, func() { rep = collectNow(t, s) })

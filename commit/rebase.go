@@ -280,7 +280,7 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	if hm.Seq != got.Seq {
 		return nil, nil, fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, got.Generation, hm.Seq, got.Seq)
 	}
-	h := newHead(got, attrs, hm.Entries)
+	h := newHead(got, attrs, hm)
 	if ov := rs.overlap(h.entries, tx.rebase.Scope); len(ov) > 0 {
 		if len(ov) > maxOverlapNamed {
 			ov = ov[:maxOverlapNamed]
@@ -337,6 +337,7 @@ func (tx *Tx) writeRebased(ctx context.Context, h *head, g group, opts CommitOpt
 		Message:         opts.Message,
 		Meta:            opts.Meta,
 		Carried:         g.carried,
+		Rebased:         tx.Rebased(),
 		Entries:         g.entries,
 	}
 	stored, err := generation.Encode(m)

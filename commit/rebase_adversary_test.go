@@ -62,13 +62,46 @@ func advCollect(t *testing.T, s store.Store) *gc.Report {
 // commit, still before the first write reaches the store.
 func loseFirstCAS(t *testing.T, fs *faultstore.Store, direct *commit.Dataset, then func()) {
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		p := partition(t, direct, "theirs/", map[string]string{"f": "t"})
-		_, err := p.Commit(context.Background(), commit.CommitOptions{})
-		require.NoError(t, err)
+		commitOpen(t, direct, "theirs/", map[string]string{"f": "t"})
 		if then != nil {
 			then()
 		}
 	}})
+}
+
+// commitOpen commits files as the partition prefix of d with a commit
+// that rebases once, so that the value it writes is open to rounds.
+func commitOpen(t *testing.T, d *commit.Dataset, prefix string, files map[string]string) *pointer.Pointer {
+	t.Helper()
+	return rebasedOnce(t, d, partition(t, d, prefix, files))
+}
+
+// openHead makes d's pointer value open to rounds without changing a
+// file: a commit that changes nothing rebases once over another.
+func openHead(t *testing.T, d *commit.Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.KeepAll(ctx))
+	require.NoError(t, tx.EnableRebase(commit.Rebase{}))
+	rebasedOnce(t, d, tx)
+}
+
+// rebasedOnce commits tx after a commit that changes nothing has landed
+// since its Begin, so that tx rebases once.
+func rebasedOnce(t *testing.T, d *commit.Dataset, tx *commit.Tx) *pointer.Pointer {
+	t.Helper()
+	ctx := context.Background()
+	between, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, between.KeepAll(ctx))
+	_, err = between.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx.Rebased(), "the commit rebased once")
+	return p
 }
 
 // TestAdversaryRebaseSlowPastOrphanAge: the rebase is slow. Its manifest
