@@ -1,0 +1,93 @@
+package commit_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// TestGroupDatasetListsUnlessItsLastCommitWasInARound: a Dataset whose
+// last commit was in a round, carried or carrying others, joins a round
+// on an open base at its next commit without listing the intent
+// directory first; one whose last commit carried nobody and was not
+// carried lists it once first, and, finding nobody at work, commits alone.
+func TestGroupDatasetListsUnlessItsLastCommitWasInARound(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	openHead(t, direct)
+	v := readPointer(t, s)
+
+	// L, whose Dataset was in a round, leads one on v; F, of a fresh
+	// Dataset, finds L's intent, publishes its own, and is carried: its
+	// LIST of the round is held until L's commit has landed.
+	wL, wF := &putKeys{Store: s}, &putKeys{Store: s}
+	fsL, fsF := faultstore.New(wL), faultstore.New(wF)
+	dL, dF := commit.New(fsL), commit.New(fsF)
+	commit.MarkGrouped(dL)
+	txL := partition(t, dL, "l/", map[string]string{"f": "l"})
+	txF := partition(t, dF, "f/", map[string]string{"f": "f"})
+	landed := make(chan struct{})
+	fsF.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() { <-landed }})
+	var pF *pointer.Pointer
+	var errF error
+	var wg sync.WaitGroup
+	fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		wg.Go(func() { pF, errF = txF.Commit(ctx, commit.CommitOptions{}) })
+		awaitIntents(t, s, v.WriteID, 2)
+	}})
+	pL, err := txL.Commit(ctx, commit.CommitOptions{})
+	close(landed)
+	wg.Wait()
+	require.NoError(t, err)
+	require.NoError(t, errF)
+	require.Equal(t, pL.Generation, txF.CarriedBy(), "L carried F")
+	require.Equal(t, pL.Generation, pF.Generation)
+	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed())[:1], "F, of a fresh Dataset, listed the intent directory first")
+
+	// F's Dataset was carried: its next commit, on L's (open) commit,
+	// joins a round without listing first, and carries nobody.
+	clearListed(wF)
+	txF2 := partition(t, dF, "f2/", map[string]string{"f": "f2"})
+	_, err = txF2.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, wF.listed(), commit.IntentDir, "a carried Dataset joins its next round without listing")
+	assert.Contains(t, wF.listed(), commit.IntentDir+pL.WriteID+"/", "it joined a round on its base")
+
+	// L's Dataset carried F: its next commit on an open base joins a round
+	// without listing first.
+	openHead(t, direct)
+	clearListed(wL)
+	txL2 := partition(t, dL, "l2/", map[string]string{"f": "l2"})
+	_, err = txL2.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, wL.listed(), commit.IntentDir, "a carrier's Dataset joins its next round without listing")
+
+	// F's last commit carried nobody and was not carried: on an open base
+	// its next commit lists the intent directory once, and goes alone.
+	openHead(t, direct)
+	clearListed(wF)
+	txF3 := partition(t, dF, "f3/", map[string]string{"f": "f3"})
+	_, err = txF3.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed()), "a Dataset whose last commit was in no round lists first")
+	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
+}
+
+// clearListed forgets the prefixes w listed so far.
+func clearListed(w *putKeys) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lists = nil
+}
