@@ -673,6 +673,12 @@ func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, comm
 			direct := commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
+			// The writers start on an open value, and every other commit
+			// of each is made as if its last commit had been in a round:
+			// on an open value it joins a round from its first
+			// compare-and-swap, whatever the interleaving; the others list
+			// the intent directory first.
+			openHead(t, direct)
 			type rec struct {
 				gen, prefix, content string
 				base                 uint64
@@ -713,6 +719,9 @@ func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, comm
 				wg.Go(func() {
 					prefix := fmt.Sprintf("p%d/", w%partitions)
 					for n := range commits {
+						if n%2 == 0 {
+							commit.MarkGrouped(d)
+						}
 						var tx *commit.Tx
 						for tx == nil {
 							tx, _ = d.Begin(ctx)
