@@ -2,6 +2,8 @@ package commit_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -90,4 +92,54 @@ func clearListed(w *putKeys) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lists = nil
+}
+
+// TestGroupIntentOnReplacedValueThenClosedHeadRebasesAlone: a writer that
+// lost its first compare-and-swap to an open value V publishes its intent
+// on V, but V is replaced meanwhile by a commit that met nobody (closed).
+// The writer's round carries nobody, its write on V loses, and it rebases
+// alone on the closed head: no intent there, in the history once, with
+// every change of the others, and no intent left behind.
+func TestGroupIntentOnReplacedValueThenClosedHeadRebasesAlone(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	w := &putKeys{Store: s}
+	fs := faultstore.New(w)
+	tx := partition(t, commit.New(fs), "mine/", map[string]string{"f": "mine"})
+	var v, closed *pointer.Pointer
+	loseFirstCAS(t, fs, direct, func() {
+		v = readPointer(t, s)
+		// The intent's PUT is held while a fresh writer on V, which finds
+		// nobody at work, commits alone.
+		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			var err error
+			closed, err = partition(t, commit.New(s), "x/", map[string]string{"f": "x"}).Commit(ctx, commit.CommitOptions{})
+			require.NoError(t, err)
+		}})
+	})
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, closed)
+	mc := readManifest(t, s, closed.Generation)
+	require.True(t, mc.Rebased == 0 && len(mc.Carried) == 0, "the value that replaced V is closed")
+	assert.Equal(t, closed.Seq+1, p.Seq)
+	assert.Equal(t, 2, tx.Rebased())
+	assert.Empty(t, tx.CarriedBy())
+	var intents []string
+	for _, k := range w.list() {
+		if strings.HasPrefix(k, commit.IntentDir) {
+			intents = append(intents, k)
+		}
+	}
+	require.Len(t, intents, 1, "one intent, on V: none on the closed head")
+	assert.True(t, strings.HasPrefix(intents[0], commit.IntentDir+v.WriteID+"/"))
+	assert.False(t, slices.Contains(w.listed(), commit.IntentDir+closed.WriteID+"/"), "no round on the closed head")
+	m := readManifest(t, s, p.Generation)
+	assert.Equal(t, 2, m.Rebased)
+	assert.Empty(t, m.Carried)
+	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "x/f": "x", "mine/f": "mine"}, contents(t, direct))
+	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 }
