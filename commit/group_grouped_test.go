@@ -29,34 +29,9 @@ func TestGroupDatasetListsUnlessItsLastCommitWasInARound(t *testing.T) {
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	openHead(t, direct)
-	v := readPointer(t, s)
 
-	// L, whose Dataset was in a round, leads one on v; F, of a fresh
-	// Dataset, finds L's intent, publishes its own, and is carried: its
-	// LIST of the round is held until L's commit has landed.
-	wL, wF := &putKeys{Store: s}, &putKeys{Store: s}
-	fsL, fsF := faultstore.New(wL), faultstore.New(wF)
-	dL, dF := commit.New(fsL), commit.New(fsF)
-	commit.MarkGrouped(dL)
-	txL := partition(t, dL, "l/", map[string]string{"f": "l"})
-	txF := partition(t, dF, "f/", map[string]string{"f": "f"})
-	landed := make(chan struct{})
-	fsF.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() { <-landed }})
-	var pF *pointer.Pointer
-	var errF error
-	var wg sync.WaitGroup
-	fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		wg.Go(func() { pF, errF = txF.Commit(ctx, commit.CommitOptions{}) })
-		awaitIntents(t, s, v.WriteID, 2)
-	}})
-	pL, err := txL.Commit(ctx, commit.CommitOptions{})
-	close(landed)
-	wg.Wait()
-	require.NoError(t, err)
-	require.NoError(t, errF)
-	require.Equal(t, pL.Generation, txF.CarriedBy(), "L carried F")
-	require.Equal(t, pL.Generation, pF.Generation)
-	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed())[:1], "F, of a fresh Dataset, listed the intent directory first")
+	// L, whose Dataset was in a round, carries F, of a fresh Dataset.
+	dL, dF, wL, wF, pL := carriedRound(t, s)
 
 	// F's Dataset was carried: its next commit, on L's (open) commit,
 	// joins a round without listing first, and carries nobody.
@@ -85,6 +60,41 @@ func TestGroupDatasetListsUnlessItsLastCommitWasInARound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed()), "a Dataset whose last commit was in no round lists first")
 	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
+}
+
+// carriedRound has L, whose Dataset was in a round, lead one on the
+// current (open) value of s; F, of a fresh Dataset, finds L's intent,
+// publishes its own, and is carried: its LIST of the round is held until
+// L's commit has landed. wL and wF record their Datasets' requests; pL is
+// the commit that carried F.
+func carriedRound(t *testing.T, s store.Store) (dL, dF *commit.Dataset, wL, wF *putKeys, pL *pointer.Pointer) {
+	t.Helper()
+	ctx := context.Background()
+	v := readPointer(t, s)
+	wL, wF = &putKeys{Store: s}, &putKeys{Store: s}
+	fsL, fsF := faultstore.New(wL), faultstore.New(wF)
+	dL, dF = commit.New(fsL), commit.New(fsF)
+	commit.MarkGrouped(dL)
+	txL := partition(t, dL, "l/", map[string]string{"f": "l"})
+	txF := partition(t, dF, "f/", map[string]string{"f": "f"})
+	landed := make(chan struct{})
+	fsF.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() { <-landed }})
+	var pF *pointer.Pointer
+	var errF error
+	var wg sync.WaitGroup
+	fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		wg.Go(func() { pF, errF = txF.Commit(ctx, commit.CommitOptions{}) })
+		awaitIntents(t, s, v.WriteID, 2)
+	}})
+	pL, err := txL.Commit(ctx, commit.CommitOptions{})
+	close(landed)
+	wg.Wait()
+	require.NoError(t, err)
+	require.NoError(t, errF)
+	require.Equal(t, pL.Generation, txF.CarriedBy(), "L carried F")
+	require.Equal(t, pL.Generation, pF.Generation)
+	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed())[:1], "F, of a fresh Dataset, listed the intent directory first")
+	return dL, dF, wL, wF, pL
 }
 
 // clearListed forgets the prefixes w listed so far.
@@ -141,5 +151,45 @@ func TestGroupIntentOnReplacedValueThenClosedHeadRebasesAlone(t *testing.T) {
 	assert.Equal(t, 2, m.Rebased)
 	assert.Empty(t, m.Carried)
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "x/f": "x", "mine/f": "mine"}, contents(t, direct))
+	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
+}
+
+// TestGroupCarriedDatasetOnClosedBaseCommitsAlone: a Dataset whose last
+// commit was carried, whose next commit begins on a closed value (a
+// writer that met nobody committed after the round), sends nothing under
+// the intent directory: it commits alone; and since that commit was in no
+// round, its next one on an open base lists the intent directory first.
+func TestGroupCarriedDatasetOnClosedBaseCommitsAlone(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	direct := commit.New(s)
+	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	openHead(t, direct)
+	_, dF, _, wF, pL := carriedRound(t, s)
+
+	closed, err := partition(t, commit.New(s), "x/", map[string]string{"f": "x"}).Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, pL.Seq+1, closed.Seq)
+	mc := readManifest(t, s, closed.Generation)
+	require.True(t, mc.Rebased == 0 && len(mc.Carried) == 0, "the value is closed")
+
+	clearListed(wF)
+	wF.reset()
+	txF2 := partition(t, dF, "f2/", map[string]string{"f": "f2"})
+	p2, err := txF2.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, closed.Seq+1, p2.Seq)
+	assert.Empty(t, underIntents(wF.listed()), "no LIST of intents on a closed base")
+	assert.False(t, slices.ContainsFunc(wF.list(), func(k string) bool { return strings.HasPrefix(k, commit.IntentDir) }),
+		"no intent on a closed base: %v", wF.list())
+
+	openHead(t, direct)
+	clearListed(wF)
+	txF3 := partition(t, dF, "f3/", map[string]string{"f": "f3"})
+	_, err = txF3.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{commit.IntentDir}, underIntents(wF.listed()), "its last commit was in no round: it lists first")
+	assert.Equal(t, map[string]string{"seed": "0", "l/f": "l", "f/f": "f", "x/f": "x", "f2/f": "f2", "f3/f": "f3"}, contents(t, direct))
 	assert.Empty(t, keysUnder(t, s, commit.IntentDir), "no intent left behind")
 }
