@@ -326,11 +326,8 @@ func TestGroupBaseSnapshotReadersNeverMerged(t *testing.T) {
 		require.NoError(t, tx.EnableRebase(commit.Rebase{}))
 		txs[i] = tx
 	}
-	same, err := direct.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, same.KeepAll(ctx))
-	n, err := same.Commit(ctx, commit.CommitOptions{Message: "no change"})
-	require.NoError(t, err)
+	openHead(t, direct) // a commit that changed no file, and rebased
+	n := readPointer(t, s)
 	for _, fs := range fss {
 		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + n.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 			awaitIntents(t, s, n.WriteID, 2)
@@ -618,6 +615,7 @@ func TestGroupWriterThatCannotJoinListsNoIntents(t *testing.T) {
 			require.NoError(t, err)
 			_, err = publish(t, d, map[string]string{"seed": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
+			openHead(t, d)
 			staleIntent(t, s, readPointer(t, s).WriteID) // a round waits
 			lists := &intentLists{Store: s}
 			tx, err := commit.New(lists).Begin(ctx)
@@ -643,6 +641,7 @@ func TestGroupCarrierRefusesIntentOfNoGeneration(t *testing.T) {
 	d := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0", "gone": "g"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	openHead(t, d)
 	cur := readPointer(t, s)
 	putIntent(t, s, staleIntentID, &advIntent{Format: 1, Generation: "not-a-generation", Head: cur.WriteID, Seq: cur.Seq + 1,
 		StagingStart: time.Now().UTC(), Reads: []advRead{{Path: "gone", Base: headEntry(t, s, "gone")}}})
@@ -736,6 +735,7 @@ func TestGroupFencedWriterPublishesNoIntent(t *testing.T) {
 	direct := commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
+	openHead(t, direct)
 	require.NoError(t, direct.RegisterFence(ctx, lease, 6))
 	staleIntent(t, s, readPointer(t, s).WriteID) // a round waits
 	via := &intentPuts{Store: s}
