@@ -375,6 +375,7 @@ func underIntents(prefixes []string) []string {
 // loseFirstCASClosed makes the next pointer write through fs lose to a
 // commit of "sixth/" by direct that meets nobody: its value is closed.
 func loseFirstCASClosed(t *testing.T, fs *faultstore.Store, direct *commit.Dataset) {
+	t.Helper()
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
 		p := partition(t, direct, "sixth/", map[string]string{"f": "sixth"})
 		_, err := p.Commit(context.Background(), commit.CommitOptions{})
