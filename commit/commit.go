@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
+	"github.com/commitptr/commitptr/commit/internal/group"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/ctxtime"
 	"github.com/commitptr/commitptr/pointer"
@@ -128,7 +128,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	// A commit that may rebase carries the writers waiting on its base
 	// (group commit); rs is what it read, for the rebase too.
 	var rs *rebaseState
-	var fences []fenceToken // those of the writers next carries
+	var fences []group.Fence // those of the writers next carries
 	g, mv, r, err := tx.carryFirst(ctx, entries, opts)
 	switch {
 	case err != nil:
@@ -147,9 +147,9 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		return tx.send(ctx, opts, entries, r, plan)
 	case r != nil:
 		rs = r
-		m.Entries, m.Carried, fences = g.entries, g.carried, g.fences
+		m.Entries, m.Carried, fences = g.Entries, g.Carried, g.Fences
 		tx.mu.Lock()
-		tx.sending = len(g.carried)
+		tx.sending = len(g.Carried)
 		tx.mu.Unlock()
 	}
 	if err := tx.proveKept(ctx); err != nil {
@@ -175,7 +175,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	next := newPointer(m, hex.EncodeToString(sum[:]), opts)
 	// Refuse a pointer that cannot be encoded (too much meta) before
 	// sending anything, rather than as an unknown outcome.
-	if err := encodes(next); err != nil {
+	if err := pointer.Fits(next); err != nil {
 		return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 	}
 	return tx.send(ctx, opts, entries, rs, sendPlan{next: next, fences: fences, head: tx.base, etag: tx.baseETag})
@@ -223,14 +223,14 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 			next.RaiseFence(opts.FenceLease, opts.Fence)
 		}
 		for _, f := range fences {
-			next.RaiseFence(f.lease, f.token)
+			next.RaiseFence(f.Lease, f.Token)
 		}
 		// With the fences and the collector's fields of cur, the pointer
 		// may no longer fit: refuse it before sending, not as an unknown
 		// outcome. An earlier write of this commit was settled as not
 		// applied and had cur's old ETag as its condition: cur changed to
 		// make next grow, so that write cannot land.
-		if err := encodes(next); err != nil {
+		if err := pointer.Fits(next); err != nil {
 			return tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		}
 		_, werr := pointer.Write(ctx, tx.d.s, next, etag)
@@ -331,7 +331,7 @@ func (tx *Tx) noteGrouped() {
 // carries.
 type sendPlan struct {
 	next   *pointer.Pointer
-	fences []fenceToken
+	fences []group.Fence
 	head   *pointer.Pointer
 	etag   string
 }
@@ -353,7 +353,7 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 		if err != nil {
 			return sendPlan{}, nil, tx.abort(ctx, err)
 		}
-		g := group{entries: own}
+		g := group.Group{Entries: own}
 		if tx.groupable(rs, h) {
 			if err := tx.guard(ctx, got, opts.Fence, opts.FenceLease); err != nil {
 				return sendPlan{}, nil, tx.abort(ctx, err)
@@ -382,21 +382,21 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 // planOn writes the manifest of the commit rebased on h with the group g,
 // and returns the pointer write to send; or, when the commit ended, what
 // it ended with.
-func (tx *Tx) planOn(ctx context.Context, h *head, g group, opts CommitOptions, lostTo *ConflictError) (sendPlan, *pointer.Pointer, error) {
+func (tx *Tx) planOn(ctx context.Context, h *head, g group.Group, opts CommitOptions, lostTo *ConflictError) (sendPlan, *pointer.Pointer, error) {
 	rm, sum, err := tx.writeRebased(ctx, h, g, opts)
 	if err != nil {
 		landed, err := tx.lose(ctx, fmt.Errorf("%w; rebase: %w", lostTo, err))
 		return sendPlan{}, landed, err
 	}
 	tx.mu.Lock()
-	tx.sending = len(g.carried)
+	tx.sending = len(g.Carried)
 	tx.mu.Unlock()
 	next := newPointer(rm, sum, opts)
-	if err := encodes(next); err != nil {
+	if err := pointer.Fits(next); err != nil {
 		landed, err := tx.lose(ctx, fmt.Errorf("commit: refused before sending the pointer: %w", err))
 		return sendPlan{}, landed, err
 	}
-	return sendPlan{next: next, fences: g.fences, head: h.ptr, etag: h.attrs.ETag}, nil, nil
+	return sendPlan{next: next, fences: g.Fences, head: h.Ptr, etag: h.attrs.ETag}, nil, nil
 }
 
 // carrying reports whether the pointer write being sent carries other
@@ -421,25 +421,6 @@ func newPointer(m *generation.Manifest, sum string, opts CommitOptions) *pointer
 		Message:        opts.Message,
 		Meta:           opts.Meta,
 	}
-}
-
-// encodes refuses a pointer that cannot be encoded, before it is sent. It
-// encodes with a write id of the length pointer.Write gives, and with the
-// collector's fields set where they are not, so that the collector can
-// always rewrite the pointer (see pointer.MaxFences).
-func encodes(p *pointer.Pointer) error {
-	c := *p
-	c.Format, c.WriteID = pointer.Format, "00000000-0000-0000-0000-000000000000"
-	far := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-	if c.GCHorizon.IsZero() {
-		c.GCHorizon = far
-	}
-	if c.GCCommittedAt.IsZero() {
-		c.GCCommittedAt = far
-	}
-	c.GCFloor, c.GCToken = math.MaxUint64, math.MaxUint64
-	_, err := pointer.Encode(&c)
-	return err
 }
 
 // landed returns the pointer value our commit wrote, once the read-back
@@ -495,7 +476,7 @@ func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (ou
 			if err := tx.appliedIn(m); err != nil {
 				return 0, err
 			}
-			tx.landedBy = carriedPointer(got, m, sum)
+			tx.landedBy = group.CarriedPointer(got, m, sum)
 			return carried, nil
 		}
 		tx.winner = m.Generation

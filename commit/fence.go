@@ -148,7 +148,7 @@ func (d *Dataset) rewritePointer(ctx context.Context, what string, change func(*
 			return err
 		}
 		next.GCCommittedAt = p.CommittedAtServer(attrs.LastModified)
-		if err := encodes(&next); err != nil {
+		if err := pointer.Fits(&next); err != nil {
 			return fmt.Errorf("commit: %s: refused before sending the pointer: %w", what, err)
 		}
 		if _, werr = pointer.Write(ctx, d.s, &next, attrs.ETag); werr == nil {

@@ -10,121 +10,41 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/commitptr/commitptr/commit/internal/group"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/ctxtime"
-	"github.com/commitptr/commitptr/internal/strictjson"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
 // IntentDir holds the intents of group commit: _intent/<head>/<id> is the
-// change of one Tx, which any writer may apply in the commit that replaces
-// the pointer value whose write id is head, and in no other. The id is a
-// UUIDv7 taken when the intent is written, so the listing shows the
-// round's intents in the order they were published.
-const IntentDir = "_intent/"
+// change of one Tx, which a commit may apply only when it replaces the
+// pointer value whose write id is head (see package group).
+const IntentDir = group.Dir
 
-const (
-	intentFormat = 1
-	// maxIntentSize bounds an intent a carrier reads.
-	maxIntentSize = 1 << 20
-	// maxCarried bounds the writers one commit carries besides its own.
-	maxCarried = 64
-	// followerPatience is how long, in multiples of the time it took to
-	// publish and list, a writer that is not the first of its round
-	// waits for the pointer to move before it carries the round itself.
-	followerPatience = 12
-)
+// followerPatience is how long, in multiples of the time it took to
+// publish and list, a writer that is not the first of its round waits for
+// the pointer to move before it carries the round itself.
+const followerPatience = 12
 
-// intent is what a rebasing writer publishes for one round: every path it
-// read with the entry the head has there (Base, nil if none) and its own
-// (Set, nil to remove), and what the guards need. It is bound to one
-// pointer value (Head, its write id) and so to one seq.
-type intent struct {
-	Format       int          `json:"format"`
-	Generation   string       `json:"generation"`
-	Head         string       `json:"head"`
-	Seq          uint64       `json:"seq"`
-	Writer       string       `json:"writer,omitempty"`
-	StagingStart time.Time    `json:"staging_start"`
-	Fence        uint64       `json:"fence,omitempty"`
-	FenceLease   string       `json:"fence_lease,omitempty"`
-	Scope        string       `json:"scope,omitempty"`
-	Reads        []intentRead `json:"reads"`
-}
-
-type intentRead struct {
-	Path string            `json:"path"`
-	Base *generation.Entry `json:"base,omitempty"`
-	Set  *generation.Entry `json:"set,omitempty"`
-}
-
-func intentKey(head, id string) string { return IntentDir + head + "/" + id }
-
-// member is one writer of a group commit, as far as overlap goes: the
-// paths it read one by one and the subtree it owns as a whole.
-type member struct {
-	reads map[string]bool
-	scope string
-}
-
-func (m *member) covers(p string) bool {
-	return m.reads[p] || (m.scope != "" && strings.HasPrefix(p, m.scope))
-}
-
-// conflicts reports whether two writers read a common path, or own nested
-// subtrees: then they cannot be applied in one commit.
-func (m *member) conflicts(o *member) bool {
-	if m.scope != "" && o.scope != "" && (strings.HasPrefix(m.scope, o.scope) || strings.HasPrefix(o.scope, m.scope)) {
-		return true
-	}
-	for p := range m.reads {
-		if o.covers(p) {
-			return true
-		}
-	}
-	for p := range o.reads {
-		if m.covers(p) {
-			return true
-		}
-	}
-	return false
-}
-
-// head is the pointer value a round builds on, with its manifest.
+// head is a pointer value a commit builds on: what the rules of group
+// commit see of it, and the attributes the store returned with it.
 type head struct {
-	ptr   *pointer.Pointer
+	*group.Head
 	attrs store.Attrs
-	// open is whether rounds may be held on it: its commit met other
-	// writers (it rebased or carried some).
-	open bool
-	// entries and keys are the manifest's entries by path, and the keys
-	// they reference.
-	entries map[string]generation.Entry
-	keys    map[string]bool
 }
 
 // newHead returns the head p, with attrs, whose manifest is m.
 func newHead(p *pointer.Pointer, attrs store.Attrs, m *generation.Manifest) *head {
-	h := &head{
-		ptr: p, attrs: attrs, open: m.Rebased > 0 || len(m.Carried) > 0,
-		entries: make(map[string]generation.Entry, len(m.Entries)), keys: make(map[string]bool, len(m.Entries)),
-	}
-	for _, e := range m.Entries {
-		h.entries[e.Path] = e
-		h.keys[e.Key] = true
-	}
-	return h
+	return &head{Head: group.NewHead(p, m), attrs: attrs}
 }
 
-// fenceToken is a fence a group commit raises for a writer it carries.
-type fenceToken struct {
-	lease string
-	token uint64
+// change returns the change of this Tx that rs describes.
+func (tx *Tx) change(rs *rebaseState) *group.Change {
+	return &group.Change{Generation: tx.gen, Mine: rs.mine, Read: rs.read, Scope: tx.rebase.Scope}
 }
 
 // groupable reports whether this Tx may take part in a round on h: h is
@@ -133,72 +53,30 @@ type fenceToken struct {
 // and the floor), and every object its changes reference is its own or
 // referenced by the head, so a carrier has nothing to prove present.
 func (tx *Tx) groupable(rs *rebaseState, h *head) bool {
-	if !h.open || tx.rebase.NoGroup || rs.all || tx.refSeq != 0 || h.ptr.WriteID == "" {
+	if !h.Open || tx.rebase.NoGroup || rs.all || tx.refSeq != 0 || h.Ptr.WriteID == "" {
 		return false
 	}
-	own := generation.Prefix(tx.gen)
-	for p := range rs.read {
-		if e, ok := rs.mine[p]; ok && !strings.HasPrefix(e.Key, own) && !h.keys[e.Key] {
-			return false
-		}
-	}
-	return true
+	return tx.change(rs).ReferencesOwnOrHead(h.Head)
 }
 
 // intentFor returns this Tx's intent on the head, which has none of the
 // changes it read (rebaseHead, or Begin for a first compare-and-swap,
 // checked that).
-func (tx *Tx) intentFor(rs *rebaseState, h *head, opts CommitOptions) *intent {
-	in := &intent{
-		Format:       intentFormat,
-		Generation:   tx.gen,
-		Head:         h.ptr.WriteID,
-		Seq:          h.ptr.Seq + 1,
-		Writer:       tx.d.writer,
-		StagingStart: tx.stagingStart,
-		Fence:        opts.Fence,
-		FenceLease:   opts.FenceLease,
-		Scope:        tx.rebase.Scope,
-	}
-	if opts.Fence == 0 {
-		in.FenceLease = ""
-	}
-	paths := map[string]bool{}
-	for p := range rs.read {
-		paths[p] = true
-	}
-	if in.Scope != "" {
-		for p := range h.entries {
-			if strings.HasPrefix(p, in.Scope) {
-				paths[p] = true
-			}
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(paths)) {
-		r := intentRead{Path: p}
-		if e, ok := h.entries[p]; ok {
-			r.Base = &e
-		}
-		switch e, ok := rs.mine[p]; {
-		case rs.read[p] && ok:
-			r.Set = &e
-		case !rs.read[p]:
-			r.Set = r.Base // under the scope, unchanged
-		}
-		in.Reads = append(in.Reads, r)
-	}
-	return in
+func (tx *Tx) intentFor(rs *rebaseState, h *head, opts CommitOptions) *group.Intent {
+	return group.NewIntent(tx.change(rs), h.Head, group.Writer{
+		Name: tx.d.writer, StagingStart: tx.stagingStart, Fence: opts.Fence, FenceLease: opts.FenceLease,
+	})
 }
 
 // publishIntent writes the intent and returns its key. A write whose
 // outcome is not known is taken as written: the intent may be carried
 // either way.
-func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
+func (tx *Tx) publishIntent(ctx context.Context, in *group.Intent) string {
 	id, err := generation.New()
 	if err != nil {
 		return ""
 	}
-	key := intentKey(in.Head, id)
+	key := group.Key(in.Head, id)
 	b, err := json.Marshal(in)
 	if err != nil {
 		return ""
@@ -217,96 +95,44 @@ func (tx *Tx) publishIntent(ctx context.Context, in *intent) string {
 
 // readIntent reads and checks the intent at key against the head it is
 // bound to; nil means it is missing or unusable, and is skipped.
-func (d *Dataset) readIntent(ctx context.Context, key string, h *head) *intent {
+func (d *Dataset) readIntent(ctx context.Context, key string, h *head) *group.Intent {
 	rc, _, err := d.s.Get(ctx, key)
 	if err != nil {
 		return nil
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxIntentSize+1))
-	if err != nil || len(b) > maxIntentSize {
+	b, err := io.ReadAll(io.LimitReader(rc, group.MaxSize+1))
+	if err != nil {
 		return nil
 	}
-	var in intent
-	if err := strictjson.Decode(b, []int{intentFormat}, &in); err != nil {
-		d.log.Debug("intent unreadable; skipped", "key", key, "error", err)
+	in, err := group.Decode(b, h.Head)
+	if err != nil {
+		d.log.Debug("intent unusable; skipped", "key", key, "error", err)
 		return nil
 	}
-	if generation.Valid(in.Generation) != nil || in.Head != h.ptr.WriteID || in.Seq != h.ptr.Seq+1 || in.StagingStart.IsZero() {
-		return nil
-	}
-	return &in
-}
-
-// admit reports whether the intent can be applied on the head, with the
-// guards the writer's own commit would face there: the collector's
-// horizon against its staging start, and its lease's fence.
-func admit(in *intent, h *head) (*member, bool) {
-	cur := h.ptr
-	if !cur.GCHorizon.IsZero() && !cur.GCHorizon.Before(in.StagingStart) {
-		return nil, false
-	}
-	if checkFence(cur, in.Fence, in.FenceLease) != nil {
-		return nil, false
-	}
-	if in.Scope != "" && (!strings.HasSuffix(in.Scope, "/") || generation.CheckPath(strings.TrimSuffix(in.Scope, "/")) != nil) {
-		return nil, false
-	}
-	m := &member{reads: make(map[string]bool, len(in.Reads)), scope: in.Scope}
-	own := generation.Prefix(in.Generation)
-	for _, r := range in.Reads {
-		if generation.CheckPath(r.Path) != nil || m.reads[r.Path] {
-			return nil, false
-		}
-		m.reads[r.Path] = true
-		e, ok := h.entries[r.Path]
-		if ok != (r.Base != nil) || (ok && !sameEntry(e, *r.Base)) {
-			return nil, false // changed since the writer's base
-		}
-		if r.Set != nil && (r.Set.Path != r.Path || (!strings.HasPrefix(r.Set.Key, own) && !h.keys[r.Set.Key])) {
-			return nil, false
-		}
-		if r.Set != nil && !validEntry(in.Generation, *r.Set) {
-			return nil, false // would make the carrier's manifest invalid
-		}
-	}
-	if in.Scope != "" {
-		for p := range h.entries {
-			if strings.HasPrefix(p, in.Scope) && !m.reads[p] {
-				return nil, false // added under the scope since
-			}
-		}
-	}
-	return m, true
-}
-
-// validEntry reports whether e could stand in a manifest: a valid key,
-// size, checksum, encoding and mode.
-func validEntry(gen string, e generation.Entry) bool {
-	m := generation.Manifest{Format: generation.Format, Generation: gen, Seq: 1, Entries: []generation.Entry{e}}
-	return m.Validate() == nil
+	return in
 }
 
 // gather reads the intents at keys of the other writers of the round,
 // at most maxCarried, all at once, in the order they were published.
-func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*intent {
+func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*group.Intent {
 	tx.mu.Lock()
 	mine := slices.Clone(tx.intents)
 	tx.mu.Unlock()
 	var want []string
 	for _, k := range keys {
-		if !slices.Contains(mine, k) && len(want) < maxCarried {
+		if !slices.Contains(mine, k) && len(want) < group.MaxCarried {
 			want = append(want, k)
 		}
 	}
-	out := make([]*intent, len(want))
+	out := make([]*group.Intent, len(want))
 	var wg sync.WaitGroup
 	for i, k := range want {
 		wg.Go(func() { out[i] = tx.d.readIntent(ctx, k, h) })
 	}
 	wg.Wait()
 	seen := map[string]bool{tx.gen: true}
-	return slices.DeleteFunc(out, func(in *intent) bool {
+	return slices.DeleteFunc(out, func(in *group.Intent) bool {
 		if in == nil || seen[in.Generation] {
 			return true
 		}
@@ -324,7 +150,7 @@ func (tx *Tx) listIntents(ctx context.Context, head string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if keys = append(keys, o.Key); len(keys) > 4*maxCarried {
+		if keys = append(keys, o.Key); len(keys) > 4*group.MaxCarried {
 			break
 		}
 	}
@@ -332,82 +158,13 @@ func (tx *Tx) listIntents(ctx context.Context, head string) ([]string, error) {
 	return keys, nil
 }
 
-// group is what a round decided to send: the entries, and the writers
-// carried and the fences they raise.
-type group struct {
-	entries []generation.Entry
-	carried []generation.Carried
-	fences  []fenceToken
-}
-
-// carry adds to this Tx's rebased entries every intent that applies on the
-// head, conflicts with no writer already in, and whose fence the pointer
-// can take. Intents are taken in the order they were published.
-func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*intent, opts CommitOptions) group {
-	g := group{entries: own}
-	if len(ins) == 0 {
-		return g
-	}
-	self := &member{reads: rs.read, scope: tx.rebase.Scope}
-	members := []*member{self}
-	leases := map[string]bool{}
-	if opts.Fence != 0 {
-		leases[opts.FenceLease] = true
-	}
-	// probe is next as it will be sent, as long as it can be, to check
-	// that the fences of the writers carried fit.
-	probe := *h.ptr
-	probe.Seq, probe.Parent, probe.Writer, probe.Message, probe.Meta = h.ptr.Seq+1, h.ptr.Generation, tx.d.writer, opts.Message, opts.Meta
-	probe.CommittedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-	if opts.Fence != 0 {
-		probe.RaiseFence(opts.FenceLease, opts.Fence)
-	}
-	out := make(map[string]generation.Entry, len(own))
-	for _, e := range own {
-		out[e.Path] = e
-	}
-	for _, in := range ins {
-		m, ok := admit(in, h)
-		if !ok || slices.ContainsFunc(members, m.conflicts) {
-			continue
-		}
-		if in.Fence != 0 {
-			if leases[in.FenceLease] || probe.CheckFence(in.FenceLease) != nil {
-				continue
-			}
-			next := probe
-			next.RaiseFence(in.FenceLease, in.Fence)
-			if encodes(&next) != nil {
-				continue
-			}
-			probe = next
-			leases[in.FenceLease] = true
-			g.fences = append(g.fences, fenceToken{in.FenceLease, in.Fence})
-		}
-		members = append(members, m)
-		for _, r := range in.Reads {
-			if r.Set != nil {
-				out[r.Path] = *r.Set
-			} else {
-				delete(out, r.Path)
-			}
-		}
-		g.carried = append(g.carried, generation.Carried{Generation: in.Generation, Writer: in.Writer})
-	}
-	if len(g.carried) == 0 {
-		return g
-	}
-	es := make([]generation.Entry, 0, len(out))
-	for _, e := range out {
-		es = append(es, e)
-	}
-	if file, _ := generation.Clash(es); file != "" {
-		// Disjoint paths, but a file where another writer makes a
-		// directory: carry nobody this round.
-		return group{entries: own}
-	}
-	g.entries = es
-	return g
+// carry adds to this Tx's rebased entries every intent of ins it can
+// carry on h (see group.Carry).
+func (tx *Tx) carry(rs *rebaseState, h *head, own []generation.Entry, ins []*group.Intent, opts CommitOptions) group.Group {
+	return group.Carry(group.Carrier{
+		Change: tx.change(rs), Writer: tx.d.writer, Message: opts.Message, Meta: opts.Meta,
+		Fence: opts.Fence, FenceLease: opts.FenceLease,
+	}, h.Head, own, ins)
 }
 
 // keptFromBase returns, for a Tx that may join a group-commit round (see
@@ -486,29 +243,29 @@ func (tx *Tx) othersAtWork(ctx context.Context, h *head) (bool, error) {
 // writers at work (one LIST). It returns what round returns, and what the
 // Tx read; a nil rebaseState means it does not take part, and the commit
 // goes on alone.
-func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group, *moved, *rebaseState, error) {
+func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts CommitOptions) (group.Group, *moved, *rebaseState, error) {
 	tx.mu.Lock()
 	bm := tx.baseManifest
 	ok := tx.joinable()
 	tx.mu.Unlock()
 	if !ok {
-		return group{}, nil, nil, nil
+		return group.Group{}, nil, nil, nil
 	}
 	h := newHead(tx.base, store.Attrs{ETag: tx.baseETag, LastModified: tx.baseCommittedAt}, bm)
-	if !h.open {
-		return group{}, nil, nil, nil
+	if !h.Open {
+		return group.Group{}, nil, nil, nil
 	}
 	if !tx.d.grouped.Load() {
 		if busy, err := tx.othersAtWork(ctx, h); err != nil || !busy {
-			return group{}, nil, nil, nil
+			return group.Group{}, nil, nil, nil
 		}
 	}
 	rs, err := tx.prepareRebase(ctx, entries)
 	if err != nil || !tx.groupable(rs, h) {
-		return group{}, nil, nil, nil
+		return group.Group{}, nil, nil, nil
 	}
 	if err := tx.guard(ctx, tx.base, opts.Fence, opts.FenceLease); err != nil {
-		return group{}, nil, nil, nil // the commit refuses it on its own
+		return group.Group{}, nil, nil, nil // the commit refuses it on its own
 	}
 	g, mv, err := tx.round(ctx, rs, h, entries, opts)
 	return g, mv, rs, err
@@ -522,20 +279,20 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 // settled (carried or dead); when it has not moved after followerPatience
 // times that pace, the writer carries the round itself. It returns the
 // group to send on h, or, when the pointer moved, the pointer read.
-func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions) (group, *moved, error) {
+func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions) (group.Group, *moved, error) {
 	t0 := time.Now()
 	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
-	tx.bindIntent(h.ptr)
-	keys, err := tx.listIntents(ctx, h.ptr.WriteID)
+	tx.bindIntent(h.Ptr)
+	keys, err := tx.listIntents(ctx, h.Ptr.WriteID)
 	if err != nil {
-		return group{entries: own}, nil, nil // carry nobody
+		return group.Group{Entries: own}, nil, nil // carry nobody
 	}
 	rtt := max(time.Since(t0), time.Millisecond)
 	// A writer whose intent the LIST does not show follows: its round
 	// may have been carried and deleted already.
 	if len(keys) > 0 && keys[0] == key {
 		if err := ctxtime.Sleep(ctx, rtt); err != nil {
-			return group{}, nil, err
+			return group.Group{}, nil, err
 		}
 		return tx.carryRound(ctx, rs, h, own, opts, keys)
 	}
@@ -543,15 +300,15 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 	for waited := time.Duration(0); waited < followerPatience*rtt; {
 		d := wait/2 + rand.N(wait/2+1)
 		if err := ctxtime.Sleep(ctx, d); err != nil {
-			return group{}, nil, err
+			return group.Group{}, nil, err
 		}
 		waited, wait = waited+d, rtt
 		p, attrs, err := pointer.Read(ctx, tx.d.s)
-		if err != nil || p.WriteID == h.ptr.WriteID {
+		if err != nil || p.WriteID == h.Ptr.WriteID {
 			continue
 		}
 		mv, err := tx.settleMoved(ctx, p, attrs)
-		return group{}, mv, err
+		return group.Group{}, mv, err
 	}
 	return tx.carryRound(ctx, rs, h, own, opts, keys)
 }
@@ -560,16 +317,16 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 // (those listed before, if that LIST fails). When the LIST no longer
 // shows this Tx's intent, the round may have been carried and its intents
 // deleted: a pointer that moved settles it instead.
-func (tx *Tx) carryRound(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string) (group, *moved, error) {
-	if again, err := tx.listIntents(ctx, h.ptr.WriteID); err == nil {
+func (tx *Tx) carryRound(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions, keys []string) (group.Group, *moved, error) {
+	if again, err := tx.listIntents(ctx, h.Ptr.WriteID); err == nil {
 		keys = again
 		tx.mu.Lock()
 		gone := !slices.Contains(keys, tx.liveKey)
 		tx.mu.Unlock()
 		if gone {
-			if p, attrs, err := pointer.Read(ctx, tx.d.s); err == nil && p.WriteID != h.ptr.WriteID {
+			if p, attrs, err := pointer.Read(ctx, tx.d.s); err == nil && p.WriteID != h.Ptr.WriteID {
 				mv, err := tx.settleMoved(ctx, p, attrs)
-				return group{}, mv, err
+				return group.Group{}, mv, err
 			}
 		}
 	}
@@ -616,7 +373,7 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 		if err := tx.appliedIn(m); err != nil {
 			return nil, err
 		}
-		mv.landed = carriedPointer(p, m, sum)
+		mv.landed = group.CarriedPointer(p, m, sum)
 		return mv, nil
 	}
 	tx.mu.Lock()
@@ -630,10 +387,8 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 }
 
 // appliedIn checks that m, which names this Tx as carried, holds its
-// changes: every path it read set as it has it, and under its scope
-// exactly the files it has, those it kept untouched too. A manifest that
-// claims the Tx without them was not written by a carrier that followed
-// the rules; the Tx cannot tell what landed.
+// changes (see group.AppliedIn). A Tx that published no intent cannot
+// have been carried.
 func (tx *Tx) appliedIn(m *generation.Manifest) error {
 	tx.mu.Lock()
 	rs := tx.reads
@@ -641,29 +396,7 @@ func (tx *Tx) appliedIn(m *generation.Manifest) error {
 	if rs == nil {
 		return fmt.Errorf("%w: generation %s names generation %s as carried, which published no intent", generation.ErrCorrupt, m.Generation, tx.gen)
 	}
-	bad := func(p string) error {
-		return fmt.Errorf("%w: generation %s names generation %s as carried but does not hold its change of %q", generation.ErrCorrupt, m.Generation, tx.gen, p)
-	}
-	for p := range rs.read {
-		e, ok := m.Find(p)
-		mine, has := rs.mine[p]
-		if ok != has || (ok && !sameEntry(e, mine)) {
-			return bad(p)
-		}
-	}
-	if scope := tx.rebase.Scope; scope != "" {
-		for _, e := range m.Entries {
-			if mine, ok := rs.mine[e.Path]; strings.HasPrefix(e.Path, scope) && (!ok || !sameEntry(e, mine)) {
-				return bad(e.Path)
-			}
-		}
-		for p := range rs.mine {
-			if _, ok := m.Find(p); strings.HasPrefix(p, scope) && !ok {
-				return bad(p)
-			}
-		}
-	}
-	return nil
+	return group.AppliedIn(tx.change(rs), m)
 }
 
 func (tx *Tx) clearIntent() {
@@ -675,26 +408,6 @@ func (tx *Tx) bindIntent(to *pointer.Pointer) {
 	tx.mu.Lock()
 	tx.intentHead = to
 	tx.mu.Unlock()
-}
-
-// carriedPointer returns the pointer value of the commit m that carried
-// this Tx, given p, a pointer at or past it: p itself when it is that
-// commit, otherwise the fields the manifest tells, with no write id.
-func carriedPointer(p *pointer.Pointer, m *generation.Manifest, sum string) *pointer.Pointer {
-	if p.Seq == m.Seq && p.Generation == m.Generation {
-		return p
-	}
-	return &pointer.Pointer{
-		Format:         pointer.Format,
-		Seq:            m.Seq,
-		Generation:     m.Generation,
-		Parent:         m.Parent,
-		Manifest:       generation.ManifestKey(m.Generation),
-		ManifestSHA256: sum,
-		Writer:         m.Writer,
-		Message:        m.Message,
-		Meta:           m.Meta,
-	}
 }
 
 // manifestAt walks the parent chain from p back to seq, checking each
@@ -788,7 +501,7 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 // whether admit takes it against p and p's manifest. When that cannot be
 // told (the manifest unread, or the intent not bound to p), it answers
 // true: the intent may be live.
-func (d *Dataset) admissibleOn(ctx context.Context, in *intent, p *pointer.Pointer, attrs store.Attrs) bool {
+func (d *Dataset) admissibleOn(ctx context.Context, in *group.Intent, p *pointer.Pointer, attrs store.Attrs) bool {
 	var m *generation.Manifest
 	err := retryRead(ctx, d.retry, func() (err error) {
 		m, err = d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
@@ -797,7 +510,7 @@ func (d *Dataset) admissibleOn(ctx context.Context, in *intent, p *pointer.Point
 	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {
 		return true
 	}
-	_, ok := admit(in, newHead(p, attrs, m))
+	_, ok := group.Admit(in, group.NewHead(p, m))
 	return ok
 }
 

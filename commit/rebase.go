@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitptr/commitptr/commit/internal/group"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -172,7 +173,7 @@ func (tx *Tx) prepareRebase(ctx context.Context, entries []generation.Entry) (*r
 	rs.all = tx.readBase
 	tx.mu.Unlock()
 	for p, e := range rs.mine {
-		if b, ok := rs.base[p]; !ok || !sameEntry(b, e) {
+		if b, ok := rs.base[p]; !ok || !group.SameEntry(b, e) {
 			rs.read[p] = true
 		}
 	}
@@ -187,13 +188,6 @@ func (tx *Tx) prepareRebase(ctx context.Context, entries []generation.Entry) (*r
 	return rs, nil
 }
 
-// sameEntry reports whether two entries describe the same file in the same
-// object.
-func sameEntry(a, b generation.Entry) bool {
-	return a.Path == b.Path && a.Key == b.Key && a.Size == b.Size && a.SHA256 == b.SHA256 &&
-		a.Encoding == b.Encoding && a.Mode == b.Mode && a.MTime.Equal(b.MTime)
-}
-
 // overlap returns the paths the Tx read that differ between its base and
 // the head's manifest, sorted.
 func (rs *rebaseState) overlap(head map[string]generation.Entry, scope string) []string {
@@ -201,7 +195,7 @@ func (rs *rebaseState) overlap(head map[string]generation.Entry, scope string) [
 	changed := func(p string) bool {
 		b, inBase := rs.base[p]
 		h, inHead := head[p]
-		return inBase != inHead || (inBase && !sameEntry(b, h))
+		return inBase != inHead || (inBase && !group.SameEntry(b, h))
 	}
 	reads := func(p string) bool {
 		return rs.all || rs.read[p] || (scope != "" && strings.HasPrefix(p, scope))
@@ -281,21 +275,21 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 		return nil, nil, fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, got.Generation, hm.Seq, got.Seq)
 	}
 	h := newHead(got, attrs, hm)
-	if ov := rs.overlap(h.entries, tx.rebase.Scope); len(ov) > 0 {
+	if ov := rs.overlap(h.Entries, tx.rebase.Scope); len(ov) > 0 {
 		if len(ov) > maxOverlapNamed {
 			ov = ov[:maxOverlapNamed]
 		}
 		lostTo.Overlap = ov
 		return nil, nil, lostTo
 	}
-	entries := rs.merged(h.entries)
+	entries := rs.merged(h.Entries)
 	if file, below := generation.Clash(entries); file != "" {
 		// Each side alone is a tree, but not the two together: a file
 		// where the other has a directory. That is an overlap too.
 		lostTo.Overlap = []string{file, below}
 		return nil, nil, lostTo
 	}
-	if err := tx.reprove(ctx, rs, h.keys); err != nil {
+	if err := tx.reprove(ctx, rs, h.Keys); err != nil {
 		return nil, nil, fmt.Errorf("%w; rebase: %w", lostTo, err)
 	}
 	if tx.base != nil && got.Generation == tx.base.Generation {
@@ -317,7 +311,7 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 // writeRebased writes the manifest of the generation rebased on h, with
 // the entries and carried writers of g, under a fresh generation id. It
 // returns the manifest and its sha256.
-func (tx *Tx) writeRebased(ctx context.Context, h *head, g group, opts CommitOptions) (*generation.Manifest, string, error) {
+func (tx *Tx) writeRebased(ctx context.Context, h *head, g group.Group, opts CommitOptions) (*generation.Manifest, string, error) {
 	gen, err := generation.New()
 	if err != nil {
 		return nil, "", err
@@ -325,20 +319,20 @@ func (tx *Tx) writeRebased(ctx context.Context, h *head, g group, opts CommitOpt
 	m := &generation.Manifest{
 		Format:               generation.Format,
 		Generation:           gen,
-		Parent:               h.ptr.Generation,
-		ParentManifestSHA256: h.ptr.ManifestSHA256,
-		Seq:                  h.ptr.Seq + 1,
+		Parent:               h.Ptr.Generation,
+		ParentManifestSHA256: h.Ptr.ManifestSHA256,
+		Seq:                  h.Ptr.Seq + 1,
 		// The staging start stays the Tx's: its objects were written after
 		// it, and the collector's horizon is held against it. Every
 		// writer it carries was checked against the horizon on its own.
 		StagingStart:    tx.stagingStart,
-		BaseCommittedAt: h.ptr.CommittedAtServer(h.attrs.LastModified).UTC(),
+		BaseCommittedAt: h.Ptr.CommittedAtServer(h.attrs.LastModified).UTC(),
 		Writer:          tx.d.writer,
 		Message:         opts.Message,
 		Meta:            opts.Meta,
-		Carried:         g.carried,
+		Carried:         g.Carried,
 		Rebased:         tx.Rebased(),
-		Entries:         g.entries,
+		Entries:         g.Entries,
 	}
 	stored, err := generation.Encode(m)
 	if err != nil {
@@ -352,7 +346,7 @@ func (tx *Tx) writeRebased(ctx context.Context, h *head, g group, opts CommitOpt
 		return nil, "", fmt.Errorf("write manifest: %w", err)
 	}
 	sum := sha256.Sum256(stored)
-	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", h.ptr.Generation, "seq", m.Seq, "carried", len(g.carried))
+	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", h.Ptr.Generation, "seq", m.Seq, "carried", len(g.Carried))
 	return m, hex.EncodeToString(sum[:]), nil
 }
 

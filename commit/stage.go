@@ -21,6 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/commitptr/commitptr/commit/internal/group"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/localfile"
 	"github.com/commitptr/commitptr/pointer"
@@ -80,7 +81,7 @@ type Tx struct {
 	intents       []string
 	othersCarried []string
 	liveKey       string
-	liveIntent    *intent
+	liveIntent    *group.Intent
 	intentHead    *pointer.Pointer
 	reads         *rebaseState // what the Tx read, once a rebase or a round needed it
 	sending       int

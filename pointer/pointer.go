@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -148,6 +149,25 @@ func Write(ctx context.Context, s store.Store, p *Pointer, ifMatch string) (stor
 		Size:        int64(len(b)),
 		ContentType: "application/json",
 	})
+}
+
+// Fits refuses a pointer that could not be written: it encodes p with a
+// write id of the length Write gives and with the collector's fields set
+// to their largest where they are not set, so that the collector can
+// always rewrite a pointer that fits (see MaxFences).
+func Fits(p *Pointer) error {
+	c := *p
+	c.Format, c.WriteID = Format, "00000000-0000-0000-0000-000000000000"
+	far := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	if c.GCHorizon.IsZero() {
+		c.GCHorizon = far
+	}
+	if c.GCCommittedAt.IsZero() {
+		c.GCCommittedAt = far
+	}
+	c.GCFloor, c.GCToken = math.MaxUint64, math.MaxUint64
+	_, err := Encode(&c)
+	return err
 }
 
 // Encode validates p and returns its body.

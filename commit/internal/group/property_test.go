@@ -1,6 +1,7 @@
-package commit
+package group
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -14,7 +15,7 @@ import (
 )
 
 // Property tests of the pure rules of group commit (admit, conflicts,
-// carry, appliedIn) over random heads and random sets of intents, honest
+// carry, AppliedIn) over random heads and random sets of intents, honest
 // or spoiled. Paths come from a small set, so that writers often meet.
 
 var propPaths = []string{"a/1", "a/2", "a/b", "a/b/3", "b/1", "b/2", "c/1", "c/d/2", "e"}
@@ -25,7 +26,7 @@ const propLeases = 3
 
 type propWorld struct {
 	r *rand.Rand
-	h *head
+	h *Head
 }
 
 func entryOf(gen, path string, r *rand.Rand) generation.Entry {
@@ -35,29 +36,29 @@ func entryOf(gen, path string, r *rand.Rand) generation.Entry {
 
 func newPropWorld(t *testing.T, r *rand.Rand) *propWorld {
 	hg := propGen(t)
-	h := &head{
-		ptr: &pointer.Pointer{Format: pointer.Format, Seq: 7, Generation: hg, Manifest: generation.ManifestKey(hg),
+	h := &Head{
+		Ptr: &pointer.Pointer{Format: pointer.Format, Seq: 7, Generation: hg, Manifest: generation.ManifestKey(hg),
 			ManifestSHA256: strings.Repeat("0", 64), WriteID: "w7"},
-		entries: map[string]generation.Entry{},
-		keys:    map[string]bool{},
+		Entries: map[string]generation.Entry{},
+		Keys:    map[string]bool{},
 	}
 	for _, p := range propPaths {
 		if r.IntN(3) > 0 {
 			e := entryOf(hg, p, r)
-			h.entries[p], h.keys[e.Key] = e, true
+			h.Entries[p], h.Keys[e.Key] = e, true
 		}
 	}
-	if _, ok := h.entries["a/b/3"]; ok {
+	if _, ok := h.Entries["a/b/3"]; ok {
 		// A head is a valid manifest: no file where a path needs a
 		// directory. Writers may still try to put one there.
-		delete(h.keys, h.entries["a/b"].Key)
-		delete(h.entries, "a/b")
+		delete(h.Keys, h.Entries["a/b"].Key)
+		delete(h.Entries, "a/b")
 	}
 	if r.IntN(2) == 0 {
-		h.ptr.Fences = map[string]uint64{}
+		h.Ptr.Fences = map[string]uint64{}
 		for l := range propLeases {
 			if r.IntN(2) == 0 {
-				h.ptr.Fences[propLease(l)] = 1 + r.Uint64N(5)
+				h.Ptr.Fences[propLease(l)] = 1 + r.Uint64N(5)
 			}
 		}
 	}
@@ -95,10 +96,10 @@ func propGen(t *testing.T) string {
 
 // intent returns a random intent on the world's head: honest (it matches
 // the head), or spoiled in one random way.
-func (w *propWorld) intent(t *testing.T) *intent {
+func (w *propWorld) intent(t *testing.T) *Intent {
 	r, h := w.r, w.h
 	gen := propGen(t)
-	in := &intent{Format: intentFormat, Generation: gen, Head: h.ptr.WriteID, Seq: h.ptr.Seq + 1,
+	in := &Intent{Format: Format, Generation: gen, Head: h.Ptr.WriteID, Seq: h.Ptr.Seq + 1,
 		StagingStart: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	if r.IntN(3) == 0 {
 		l := r.IntN(propLeases)
@@ -107,7 +108,7 @@ func (w *propWorld) intent(t *testing.T) *intent {
 	paths := map[string]bool{}
 	if r.IntN(3) == 0 {
 		in.Scope = propScopes[r.IntN(len(propScopes))]
-		for p := range h.entries {
+		for p := range h.Entries {
 			if strings.HasPrefix(p, in.Scope) {
 				paths[p] = true
 			}
@@ -123,8 +124,8 @@ func (w *propWorld) intent(t *testing.T) *intent {
 			}
 		}
 	}) {
-		rd := intentRead{Path: p}
-		if e, ok := h.entries[p]; ok {
+		rd := Read{Path: p}
+		if e, ok := h.Entries[p]; ok {
 			rd.Base = &e
 		}
 		switch r.IntN(3) {
@@ -161,7 +162,7 @@ func (w *propWorld) intent(t *testing.T) *intent {
 }
 
 // applied returns the entries of own with the intent's reads applied.
-func applied(own map[string]generation.Entry, in *intent) {
+func applied(own map[string]generation.Entry, in *Intent) {
 	for _, rd := range in.Reads {
 		if rd.Set != nil {
 			own[rd.Path] = *rd.Set
@@ -180,7 +181,7 @@ func applied(own map[string]generation.Entry, in *intent) {
 //     keeps every file outside every writer's changes);
 //   - raises at most one token per lease, none of the carrier's lease,
 //     none below the head's fence for that lease;
-//   - is accepted, for each carried writer, by appliedIn;
+//   - is accepted, for each carried writer, by AppliedIn;
 //   - is a valid manifest (no file where a path needs a directory).
 func TestCarryProperties(t *testing.T) {
 	r := propRand(t, 0x9e3779b97f4a7c15)
@@ -192,20 +193,20 @@ func TestCarryProperties(t *testing.T) {
 		if r.IntN(2) == 0 {
 			carrierScope = "m/"
 		}
-		tx := &Tx{d: New(nil), gen: mine, rebase: &Rebase{Scope: carrierScope}}
-		rs := &rebaseState{read: map[string]bool{"m/x": true}, mine: map[string]generation.Entry{}}
+		rs := &Change{Generation: mine, Read: map[string]bool{"m/x": true}, Mine: map[string]generation.Entry{}, Scope: carrierScope}
+		c := Carrier{Change: rs, Writer: "carrier"}
 		ownMap := map[string]generation.Entry{}
-		for p, e := range h.entries {
+		for p, e := range h.Entries {
 			ownMap[p] = e
 		}
 		mx := entryOf(mine, "m/x", r)
-		ownMap["m/x"], rs.mine["m/x"] = mx, mx
+		ownMap["m/x"], rs.Mine["m/x"] = mx, mx
 		if r.IntN(3) == 0 {
 			// The carrier also reads a path others may read.
 			p := propPaths[r.IntN(len(propPaths))]
-			rs.read[p] = true
+			rs.Read[p] = true
 			e := entryOf(mine, p, r)
-			ownMap[p], rs.mine[p] = e, e
+			ownMap[p], rs.Mine[p] = e, e
 			if file, _ := generation.Clash(slices.Collect(maps.Values(ownMap))); file != "" {
 				continue // the carrier's own commit refuses that (Commit checks it first)
 			}
@@ -214,36 +215,35 @@ func TestCarryProperties(t *testing.T) {
 		for _, e := range ownMap {
 			own = append(own, e)
 		}
-		var opts CommitOptions
 		if r.IntN(3) == 0 {
-			opts = CommitOptions{Fence: 1 + r.Uint64N(6), FenceLease: propLease(r.IntN(propLeases))}
-			if opts.Fence < h.ptr.FenceOf(opts.FenceLease) {
-				opts.Fence = h.ptr.FenceOf(opts.FenceLease)
+			c.Fence, c.FenceLease = 1+r.Uint64N(6), propLease(r.IntN(propLeases))
+			if c.Fence < h.Ptr.FenceOf(c.FenceLease) {
+				c.Fence = h.Ptr.FenceOf(c.FenceLease)
 			}
 		}
-		var ins []*intent
+		var ins []*Intent
 		for range r.IntN(6) {
 			ins = append(ins, w.intent(t))
 		}
-		g := tx.carry(rs, h, own, ins, opts)
+		g := Carry(c, h, own, ins)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("iteration %d: "+format, append([]any{iter}, args...)...)
 		}
 
-		carried := map[string]*intent{}
-		for _, c := range g.carried {
+		carried := map[string]*Intent{}
+		for _, c := range g.Carried {
 			for _, in := range ins {
 				if in.Generation == c.Generation {
 					carried[c.Generation] = in
 				}
 			}
 		}
-		if len(carried) != len(g.carried) {
-			fail("a writer is carried twice or carried without an intent: %v", g.carried)
+		if len(carried) != len(g.Carried) {
+			fail("a writer is carried twice or carried without an intent: %v", g.Carried)
 		}
-		self := &member{reads: rs.read, scope: carrierScope}
-		members := []*member{self}
+		self := &Member{Reads: rs.Read, Scope: carrierScope}
+		members := []*Member{self}
 		want := map[string]generation.Entry{}
 		for p, e := range ownMap {
 			want[p] = e
@@ -252,12 +252,12 @@ func TestCarryProperties(t *testing.T) {
 			if carried[in.Generation] == nil {
 				continue
 			}
-			m, ok := admit(in, h)
+			m, ok := Admit(in, h)
 			if !ok {
-				fail("carried an intent admit refuses: %+v", in)
+				fail("carried an intent Admit refuses: %+v", in)
 			}
 			for _, o := range members {
-				if o.conflicts(m) {
+				if o.Conflicts(m) {
 					fail("carried writers that conflict: %v and %v", o, m)
 				}
 			}
@@ -265,61 +265,60 @@ func TestCarryProperties(t *testing.T) {
 			applied(want, in)
 		}
 		got := map[string]generation.Entry{}
-		for _, e := range g.entries {
+		for _, e := range g.Entries {
 			got[e.Path] = e
 		}
-		if len(g.carried) == 0 {
+		if len(g.Carried) == 0 {
 			want = ownMap
 		}
 		if len(got) != len(want) {
 			fail("the group has %d entries, want %d", len(got), len(want))
 		}
 		for p, e := range want {
-			if ge, ok := got[p]; !ok || !sameEntry(ge, e) {
+			if ge, ok := got[p]; !ok || !SameEntry(ge, e) {
 				fail("entry %q is %+v, want %+v", p, got[p], e)
 			}
 		}
-		if file, _ := generation.Clash(g.entries); file != "" {
+		if file, _ := generation.Clash(g.Entries); file != "" {
 			fail("the group puts a file at %q where a path needs a directory", file)
 		}
 		leases := map[string]bool{}
-		if opts.Fence != 0 {
-			leases[opts.FenceLease] = true
+		if c.Fence != 0 {
+			leases[c.FenceLease] = true
 		}
-		for _, f := range g.fences {
-			if leases[f.lease] {
-				fail("two tokens of lease %q in one commit", f.lease)
+		for _, f := range g.Fences {
+			if leases[f.Lease] {
+				fail("two tokens of lease %q in one commit", f.Lease)
 			}
-			leases[f.lease] = true
-			if f.token < h.ptr.FenceOf(f.lease) {
-				fail("lease %q's fence lowered from %d to %d", f.lease, h.ptr.FenceOf(f.lease), f.token)
+			leases[f.Lease] = true
+			if f.Token < h.Ptr.FenceOf(f.Lease) {
+				fail("lease %q's fence lowered from %d to %d", f.Lease, h.Ptr.FenceOf(f.Lease), f.Token)
 			}
 		}
-		m := sortedManifest(g.entries)
+		m := sortedManifest(g.Entries)
 		for _, in := range carried {
-			ctx := &Tx{gen: in.Generation, rebase: &Rebase{Scope: in.Scope}, reads: intentState(in)}
-			if err := ctx.appliedIn(m); err != nil {
-				fail("appliedIn refuses the group that carried %s: %v", in.Generation, err)
+			if err := AppliedIn(intentChange(in), m); err != nil {
+				fail("AppliedIn refuses the group that carried %s: %v", in.Generation, err)
 			}
 		}
 	}
 }
 
-// intentState is the rebaseState of the writer of in, as its intent
+// intentChange is the change of the writer of in, as its intent
 // describes it.
-func intentState(in *intent) *rebaseState {
-	rs := &rebaseState{read: map[string]bool{}, mine: map[string]generation.Entry{}}
+func intentChange(in *Intent) *Change {
+	rs := &Change{Generation: in.Generation, Read: map[string]bool{}, Mine: map[string]generation.Entry{}, Scope: in.Scope}
 	for _, rd := range in.Reads {
-		rs.read[rd.Path] = true
+		rs.Read[rd.Path] = true
 		if rd.Set != nil {
-			rs.mine[rd.Path] = *rd.Set
+			rs.Mine[rd.Path] = *rd.Set
 		}
 	}
 	return rs
 }
 
 // TestAppliedInProperties checks, over random writers and manifests, that
-// appliedIn accepts a manifest that holds the writer's every change (each
+// AppliedIn accepts a manifest that holds the writer's every change (each
 // path it read as it set it, or absent; under its scope exactly its
 // files), and refuses it once one of those paths is changed.
 func TestAppliedInProperties(t *testing.T) {
@@ -327,21 +326,20 @@ func TestAppliedInProperties(t *testing.T) {
 	for iter := range 3000 {
 		w := newPropWorld(t, r)
 		in := w.intent(t)
-		rs := intentState(in)
-		tx := &Tx{gen: in.Generation, rebase: &Rebase{Scope: in.Scope}, reads: rs}
+		rs := intentChange(in)
 		// Other writers' files anywhere but where this writer reads or owns.
 		entries := map[string]generation.Entry{}
 		for _, p := range propPaths {
-			if r.IntN(2) == 0 && !rs.read[p] && (in.Scope == "" || !strings.HasPrefix(p, in.Scope)) {
-				entries[p] = entryOf(w.h.ptr.Generation, p, r)
+			if r.IntN(2) == 0 && !rs.Read[p] && (in.Scope == "" || !strings.HasPrefix(p, in.Scope)) {
+				entries[p] = entryOf(w.h.Ptr.Generation, p, r)
 			}
 		}
-		for p, e := range rs.mine {
+		for p, e := range rs.Mine {
 			entries[p] = e
 		}
 		manifest := func() *generation.Manifest { return sortedManifest(slices.Collect(maps.Values(entries))) }
-		if err := tx.appliedIn(manifest()); err != nil {
-			t.Fatalf("iteration %d: appliedIn refuses a manifest that holds the change: %v", iter, err)
+		if err := AppliedIn(rs, manifest()); err != nil {
+			t.Fatalf("iteration %d: AppliedIn refuses a manifest that holds the change: %v", iter, err)
 		}
 		// One random change at one path.
 		p := propPaths[r.IntN(len(propPaths))]
@@ -352,33 +350,104 @@ func TestAppliedInProperties(t *testing.T) {
 			entries[p] = entryOf(propGen(t), p, r)
 		}
 		after, has := entries[p]
-		changed := had != has || (had && !sameEntry(before, after))
-		mineHere := rs.read[p] || (in.Scope != "" && strings.HasPrefix(p, in.Scope))
-		err := tx.appliedIn(manifest())
+		changed := had != has || (had && !SameEntry(before, after))
+		mineHere := rs.Read[p] || (in.Scope != "" && strings.HasPrefix(p, in.Scope))
+		err := AppliedIn(rs, manifest())
 		if want := changed && mineHere; want != (err != nil) {
-			t.Fatalf("iteration %d: %q changed (%v) and the writer's (%v), appliedIn: %v", iter, p, changed, mineHere, err)
+			t.Fatalf("iteration %d: %q changed (%v) and the writer's (%v), AppliedIn: %v", iter, p, changed, mineHere, err)
 		}
 	}
 }
 
-// TestGroupableProperties: a writer that read its whole base, keeps files
-// from another snapshot, asked for no group, or whose base was not
-// written by a commit, is never groupable, whatever else holds.
-func TestGroupableProperties(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 500 {
-		w := newPropWorld(t, r)
-		tx := &Tx{d: New(nil), gen: propGen(t), rebase: &Rebase{NoGroup: r.IntN(2) == 0}}
-		if r.IntN(2) == 0 {
-			tx.refSeq = 1 + r.Uint64N(5)
+// honestChange returns a random change of a writer whose base is h: it
+// sets or removes some paths it read, with objects of its own, and may own
+// a subtree whose every path it read.
+func honestChange(t *testing.T, r *rand.Rand, h *Head) *Change {
+	gen := propGen(t)
+	c := &Change{Generation: gen, Read: map[string]bool{}, Mine: map[string]generation.Entry{}}
+	for p, e := range h.Entries {
+		c.Mine[p] = e
+	}
+	if r.IntN(3) == 0 {
+		c.Scope = propScopes[r.IntN(len(propScopes))]
+	}
+	for range 1 + r.IntN(3) {
+		p := propPaths[r.IntN(len(propPaths))]
+		c.Read[p] = true
+		if r.IntN(3) == 0 {
+			delete(c.Mine, p)
+		} else {
+			c.Mine[p] = entryOf(gen, p, r)
 		}
-		rs := &rebaseState{read: map[string]bool{}, mine: map[string]generation.Entry{}, all: r.IntN(2) == 0}
-		if r.IntN(4) == 0 {
-			w.h.ptr.WriteID = ""
+	}
+	return c
+}
+
+// TestHonestIntentIsAdmittedAndApplied: the intent of any writer whose
+// base is the head and whose objects are its own is admitted there, and a
+// carrier with no change of its own that carries it alone writes a
+// manifest AppliedIn accepts for that writer (unless the result would
+// put a file where a path needs a directory: then nobody is carried).
+func TestHonestIntentIsAdmittedAndApplied(t *testing.T) {
+	r := propRand(t, 0x94d049bb133111eb)
+	for iter := range 2000 {
+		h := newPropWorld(t, r).h
+		c := honestChange(t, r, h)
+		in := NewIntent(c, h, Writer{Name: "w", StagingStart: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
+		if _, ok := Admit(in, h); !ok {
+			t.Fatalf("iteration %d: the honest intent %+v is refused on its head", iter, in)
 		}
-		refused := tx.rebase.NoGroup || tx.refSeq != 0 || rs.all || w.h.ptr.WriteID == ""
-		if refused && tx.groupable(rs, w.h) {
-			t.Fatalf("groupable: NoGroup %v, refSeq %d, all %v, write id %q", tx.rebase.NoGroup, tx.refSeq, rs.all, w.h.ptr.WriteID)
+		own := slices.Collect(maps.Values(h.Entries))
+		carrier := Carrier{Change: &Change{Generation: propGen(t), Read: map[string]bool{}, Mine: map[string]generation.Entry{}}}
+		g := Carry(carrier, h, own, []*Intent{in})
+		if len(g.Carried) == 0 {
+			if file, _ := generation.Clash(slices.Collect(maps.Values(c.Mine))); file == "" {
+				t.Fatalf("iteration %d: the honest intent is not carried, and its tree is valid", iter)
+			}
+			continue
 		}
+		if err := AppliedIn(c, sortedManifest(g.Entries)); err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+	}
+}
+
+// TestDecodeBindsTheIntentToItsHead: an intent is read only when it is
+// bound to the head it is read for, names a generation and has a staging
+// start.
+func TestDecodeBindsTheIntentToItsHead(t *testing.T) {
+	h := newPropWorld(t, rand.New(rand.NewPCG(3, 4))).h
+	good := func() *Intent {
+		return &Intent{Format: Format, Generation: propGen(t), Head: h.Ptr.WriteID, Seq: h.Ptr.Seq + 1,
+			StagingStart: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	}
+	enc := func(in *Intent) []byte {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if _, err := Decode(enc(good()), h); err != nil {
+		t.Fatalf("a good intent: %v", err)
+	}
+	for name, spoil := range map[string]func(*Intent){
+		"another head":      func(in *Intent) { in.Head = "other" },
+		"another seq":       func(in *Intent) { in.Seq++ },
+		"no generation":     func(in *Intent) { in.Generation = "" },
+		"no staging start":  func(in *Intent) { in.StagingStart = time.Time{} },
+		"an unknown format": func(in *Intent) { in.Format = Format + 1 },
+	} {
+		in := good()
+		spoil(in)
+		if _, err := Decode(enc(in), h); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	if _, err := Decode(append(enc(good()), make([]byte, MaxSize)...), h); err == nil {
+		t.Error("an intent larger than MaxSize: decoded")
+	}
+	if _, err := Decode([]byte(`{"format":1,"unknown":true}`), h); err == nil {
+		t.Error("an unknown field: decoded")
 	}
 }
