@@ -268,4 +268,3 @@ func TestCarryLeavesRoomInThePointer(t *testing.T) {
 	g := Carry(opts(n), h, own, []*Intent{long, short})
 	assert.Equal(t, []string{short.Generation}, carriedGens(g))
 }
-
