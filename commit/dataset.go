@@ -119,6 +119,7 @@ type Dataset struct {
 	// a round from its first compare-and-swap without listing first (see
 	// carryFirst).
 	grouped atomic.Bool
+	clock   roundClock
 }
 
 // Option configures a Dataset.
@@ -161,6 +162,7 @@ func New(s store.Store, opts ...Option) *Dataset {
 		reuse:       true,
 		retry:       DefaultRetry,
 		log:         slog.New(slog.DiscardHandler),
+		clock:       machineClock{},
 	}
 	for _, o := range opts {
 		o(d)

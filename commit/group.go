@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -24,11 +23,6 @@ import (
 // change of one Tx, which a commit may apply only when it replaces the
 // pointer value whose write id is head (see package group).
 const IntentDir = group.Dir
-
-// followerPatience is how long, in multiples of the time it took to
-// publish and list, a writer that is not the first of its round waits for
-// the pointer to move before it carries the round itself.
-const followerPatience = 12
 
 // head is a pointer value a commit builds on: what the rules of group
 // commit see of it, and the attributes the store returned with it.
@@ -272,37 +266,30 @@ func (tx *Tx) carryFirst(ctx context.Context, entries []generation.Entry, opts C
 }
 
 // round is one group-commit round on the head h. The Tx publishes its
-// intent on h and lists the round. The writer whose intent is listed
-// first leads: it waits about as long as publishing and listing took, so
-// that the others publish too, then carries every intent listed. The
-// others poll the pointer at that pace; when it moves, the intent is
-// settled (carried or dead); when it has not moved after followerPatience
-// times that pace, the writer carries the round itself. It returns the
+// intent on h, lists the round, and then waits and acts as its
+// roundTimer says: it carries the round, or polls the pointer, which,
+// when it moved, settles the intent (carried or dead). It returns the
 // group to send on h, or, when the pointer moved, the pointer read.
 func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generation.Entry, opts CommitOptions) (group.Group, *moved, error) {
-	t0 := time.Now()
+	clock := tx.d.clock
+	t0 := clock.Now()
 	key := tx.publishIntent(ctx, tx.intentFor(rs, h, opts))
 	tx.bindIntent(h.Ptr)
 	keys, err := tx.listIntents(ctx, h.Ptr.WriteID)
 	if err != nil {
 		return group.Group{Entries: own}, nil, nil // carry nobody
 	}
-	rtt := max(time.Since(t0), time.Millisecond)
 	// A writer whose intent the LIST does not show follows: its round
 	// may have been carried and deleted already.
-	if len(keys) > 0 && keys[0] == key {
-		if err := ctxtime.Sleep(ctx, rtt); err != nil {
+	timer := newRoundTimer(max(clock.Now().Sub(t0), time.Millisecond), len(keys) > 0 && keys[0] == key)
+	for {
+		d, act := timer.next()
+		if err := clock.Sleep(ctx, d); err != nil {
 			return group.Group{}, nil, err
 		}
-		return tx.carryRound(ctx, rs, h, own, opts, keys)
-	}
-	wait := 2 * rtt
-	for waited := time.Duration(0); waited < followerPatience*rtt; {
-		d := wait/2 + rand.N(wait/2+1)
-		if err := ctxtime.Sleep(ctx, d); err != nil {
-			return group.Group{}, nil, err
+		if act == actCarry {
+			return tx.carryRound(ctx, rs, h, own, opts, keys)
 		}
-		waited, wait = waited+d, rtt
 		p, attrs, err := pointer.Read(ctx, tx.d.s)
 		if err != nil || p.WriteID == h.Ptr.WriteID {
 			continue
@@ -310,7 +297,6 @@ func (tx *Tx) round(ctx context.Context, rs *rebaseState, h *head, own []generat
 		mv, err := tx.settleMoved(ctx, p, attrs)
 		return group.Group{}, mv, err
 	}
-	return tx.carryRound(ctx, rs, h, own, opts, keys)
 }
 
 // carryRound lists the round on h again and carries every intent it can

@@ -266,32 +266,34 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 // TestGroupTogetherOneLeader: A and B, of a dataset that met contention,
 // commit together on V: both publish before either lists the round. Then
 // only the writer whose intent sorts first leads it. While the leader's
-// LIST that carries the round is held, the other writer reads the
+// LIST that carries the round is held, the other writer, woken, reads the
 // pointer, as a follower does, instead of carrying the round itself on V
 // (only one of two such commits could land). One commit holds both.
 func TestGroupTogetherOneLeader(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		var watch *roundWatch
-		togetherRound(t, s, func(fs store.Store) store.Store { watch = &roundWatch{Store: fs}; return watch }, func() {
-			select {
-			case ev := <-watch.arm():
-				assert.Equal(t, "pointer read", ev, "the other writer follows the round")
-			case <-time.After(time.Minute):
-				t.Error("the other writer did nothing while the leader's LIST was held")
-			}
+		togetherRound(t, s, func(fs store.Store) store.Store { watch = &roundWatch{Store: fs}; return watch }, func(wakeFollower func()) {
+			ev := watch.arm()
+			wakeFollower()
+			assert.Equal(t, "pointer read", <-ev, "the other writer follows the round")
 		})
 	})
 }
 
 // togetherRound has A and B, of a Dataset that met contention, commit
 // together on one value V (the Dataset's requests go through via): both
-// publish before either lists the round. whileCarried, if not nil, runs
-// while the LIST with which the leader carries the round is held. Both
-// must land in one commit. It returns V.
-func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileCarried func()) *pointer.Pointer {
+// publish before either lists the round. The rounds run on a stepped
+// clock: once both writers wait, the leader (whose wait is the shorter)
+// is woken, and the follower only when whileCarried says so or once the
+// leader's commit returned. whileCarried, if not nil, runs while the LIST
+// with which the leader carries the round is held. Both must land in one
+// commit. It returns V.
+func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Store, whileCarried func(wakeFollower func())) *pointer.Pointer {
 	t.Helper()
 	ctx := context.Background()
 	fs, d, v := contended(t, s, via)
+	clock := newStepClock()
+	commit.SetRoundClock(d, clock)
 	direct := commit.New(s)
 	txA := partition(t, d, "a/", map[string]string{"f": "a"})
 	txB := partition(t, d, "b/", map[string]string{"f": "b"})
@@ -301,29 +303,90 @@ func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Stor
 		arrived.Done()
 		arrived.Wait() // both intents are there before either writer lists again
 	}})
+	var first *stepSleeper // the follower's first wait
 	if whileCarried != nil {
 		// A and B list the round once each; the third LIST is the one
 		// with which the leader carries it.
 		var lists atomic.Int32
 		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 3, Then: func() {
 			if lists.Add(1) == 3 {
-				whileCarried()
+				whileCarried(func() { first.wake() })
 			}
 		}})
 	}
-	var pA, pB *pointer.Pointer
-	var errA, errB error
-	var wg sync.WaitGroup
-	wg.Go(func() { pA, errA = txA.Commit(ctx, commit.CommitOptions{}) })
-	wg.Go(func() { pB, errB = txB.Commit(ctx, commit.CommitOptions{}) })
-	wg.Wait()
-	require.NoError(t, errA)
-	require.NoError(t, errB)
-	assert.Equal(t, pA.Generation, pB.Generation, "one commit holds both")
-	assert.Equal(t, v.Seq+1, pA.Seq)
+	type result struct {
+		p   *pointer.Pointer
+		err error
+	}
+	results := make(chan result, 2)
+	for _, tx := range []*commit.Tx{txA, txB} {
+		go func() {
+			p, err := tx.Commit(ctx, commit.CommitOptions{})
+			results <- result{p, err}
+		}()
+	}
+	leader, follower := <-clock.sleepers, <-clock.sleepers
+	if follower.d < leader.d {
+		leader, follower = follower, leader
+	}
+	require.Less(t, leader.d, follower.d, "the follower's first wait is longer than the leader's")
+	first = follower
+	leader.wake()
+	// The follower sleeps until the leader's commit returned, unless
+	// whileCarried wakes its first wait; then every wait ends at once.
+	var got []result
+	for len(got) < 2 {
+		select {
+		case r := <-results:
+			got = append(got, r)
+			follower.wake()
+		case sl := <-clock.sleepers:
+			follower = sl
+			if len(got) > 0 {
+				sl.wake()
+			}
+		}
+	}
+	for _, r := range got {
+		require.NoError(t, r.err)
+	}
+	assert.Equal(t, got[0].p.Generation, got[1].p.Generation, "one commit holds both")
+	assert.Equal(t, v.Seq+1, got[0].p.Seq)
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "z/f": "z", "a/f": "a", "b/f": "b"}, contents(t, direct))
 	return v
 }
+
+// stepClock is a round clock that stands still and whose sleepers wait
+// until the test wakes them: every round trip a writer measures on it is
+// the 1 ms floor.
+type stepClock struct{ sleepers chan *stepSleeper }
+
+type stepSleeper struct {
+	d    time.Duration
+	done chan struct{}
+	once sync.Once
+}
+
+func newStepClock() *stepClock { return &stepClock{sleepers: make(chan *stepSleeper)} }
+
+func (c *stepClock) Now() time.Time { return time.Unix(0, 0) }
+
+func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
+	sl := &stepSleeper{d: d, done: make(chan struct{})}
+	select {
+	case c.sleepers <- sl:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-sl.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (sl *stepSleeper) wake() { sl.once.Do(func() { close(sl.done) }) }
 
 // TestGroupRoundsOnlyOnOpenValues: a value is open to rounds when its
 // commit met other writers (rebased or carried some). A fresh writer on

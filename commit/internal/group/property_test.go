@@ -444,7 +444,9 @@ func TestDecodeBindsTheIntentToItsHead(t *testing.T) {
 			t.Errorf("%s: decoded", name)
 		}
 	}
-	if _, err := Decode(append(enc(good()), make([]byte, MaxSize)...), h); err == nil {
+	big := good()
+	big.Writer = strings.Repeat("w", MaxSize)
+	if _, err := Decode(enc(big), h); err == nil {
 		t.Error("an intent larger than MaxSize: decoded")
 	}
 	if _, err := Decode([]byte(`{"format":1,"unknown":true}`), h); err == nil {
