@@ -25,16 +25,16 @@ func TestRoundTimerLeaderCarriesAfterOneRoundTrip(t *testing.T) {
 // 2×followerPatience polls.
 func TestRoundTimerFollowerProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	jitters := map[string]func(*rand.Rand) func(time.Duration) time.Duration{
-		"least":  func(*rand.Rand) func(time.Duration) time.Duration { return func(time.Duration) time.Duration { return 0 } },
-		"most":   func(*rand.Rand) func(time.Duration) time.Duration { return func(n time.Duration) time.Duration { return n } },
-		"random": func(r *rand.Rand) func(time.Duration) time.Duration { return func(n time.Duration) time.Duration { return rand.N(n + 1) } },
+	jitters := map[string]func(time.Duration) time.Duration{
+		"least":  func(time.Duration) time.Duration { return 0 },
+		"most":   func(n time.Duration) time.Duration { return n },
+		"random": func(n time.Duration) time.Duration { return time.Duration(r.Int64N(int64(n) + 1)) },
 	}
 	for name, jitter := range jitters {
 		for range 300 {
 			rtt := time.Millisecond + time.Duration(r.Int64N(int64(time.Second)))
 			tm := newRoundTimer(rtt, false)
-			tm.jitter = jitter(r)
+			tm.jitter = jitter
 			var waited time.Duration
 			for polls := 0; ; polls++ {
 				d, act := tm.next()
