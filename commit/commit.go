@@ -149,7 +149,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		rs = r
 		m.Entries, m.Carried, fences = g.Entries, g.Carried, g.Fences
 		tx.mu.Lock()
-		tx.sending = len(g.Carried)
+		tx.grp.sending = len(g.Carried)
 		tx.mu.Unlock()
 	}
 	if err := tx.proveKept(ctx); err != nil {
@@ -273,8 +273,8 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 			tx.noteGrouped()
 			return written, tx.confirmHold(ctx, written)
 		case carried:
-			tx.markCarried(tx.landedBy)
-			return tx.landedBy, nil
+			tx.markCarried(tx.grp.carried)
+			return tx.grp.carried, nil
 		case lost:
 			// Every pointer write of this commit is dead: each was
 			// conditioned on a pointer value that never comes back.
@@ -389,7 +389,7 @@ func (tx *Tx) planOn(ctx context.Context, h *head, g group.Group, opts CommitOpt
 		return sendPlan{}, landed, err
 	}
 	tx.mu.Lock()
-	tx.sending = len(g.Carried)
+	tx.grp.sending = len(g.Carried)
 	tx.mu.Unlock()
 	next := newPointer(rm, sum, opts)
 	if err := pointer.Fits(next); err != nil {
@@ -404,7 +404,7 @@ func (tx *Tx) planOn(ctx context.Context, h *head, g group.Group, opts CommitOpt
 func (tx *Tx) carrying() bool {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	return tx.sending > 0
+	return tx.grp.sending > 0
 }
 
 // newPointer returns the pointer that commits m, whose stored form has the
@@ -460,7 +460,7 @@ func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (ou
 		return mine, nil // our write landed; possibly an SDK retry then saw 412
 	}
 	tx.mu.Lock()
-	ih := tx.intentHead
+	ih := tx.grp.boundTo
 	tx.mu.Unlock()
 	if got.Seq >= want.Seq && ih != nil && ih.Seq+1 == want.Seq {
 		// Our intent for this seq may have been carried by the commit
@@ -476,7 +476,9 @@ func (tx *Tx) resolve(ctx context.Context, got, want, base *pointer.Pointer) (ou
 			if err := tx.appliedIn(m); err != nil {
 				return 0, err
 			}
-			tx.landedBy = group.CarriedPointer(got, m, sum)
+			tx.mu.Lock()
+			tx.grp.carried = group.CarriedPointer(got, m, sum)
+			tx.mu.Unlock()
 			return carried, nil
 		}
 		tx.winner = m.Generation

@@ -24,6 +24,28 @@ import (
 // pointer value whose write id is head (see package group).
 const IntentDir = group.Dir
 
+// groupState is what a Tx keeps of group commit, under tx.mu. Its live
+// intent is the last one it published: bound to boundTo until that value
+// is replaced without carrying it (the intent is dead) or a commit
+// carries it (carried).
+type groupState struct {
+	written []string         // the keys of every intent the Tx wrote
+	liveKey string           // the key of the live intent
+	live    *group.Intent    // the live intent
+	boundTo *pointer.Pointer // nil once the live intent is dead or carried
+	// listed are the keys of the other writers' intents in the rounds the
+	// Tx carried (see dropIntents); sending counts the writers the pointer
+	// write being sent carries; carried is the commit that carried the Tx.
+	listed  []string
+	sending int
+	carried *pointer.Pointer
+	// settledOn is the manifest, checked against its pointer value's
+	// sha256, that settled a dead intent: the rebase on that value builds
+	// on it without reading it again.
+	settledOn    *generation.Manifest
+	settledOnSHA string
+}
+
 // head is a pointer value a commit builds on: what the rules of group
 // commit see of it, and the attributes the store returned with it.
 type head struct {
@@ -77,8 +99,8 @@ func (tx *Tx) publishIntent(ctx context.Context, in *group.Intent) string {
 	}
 	tx.mu.Lock()
 	tx.staged = append(tx.staged, key)
-	tx.intents = append(tx.intents, key)
-	tx.liveIntent, tx.liveKey = in, key
+	tx.grp.written = append(tx.grp.written, key)
+	tx.grp.live, tx.grp.liveKey = in, key
 	tx.mu.Unlock()
 	_, err = tx.d.s.Put(ctx, key, bytes.NewReader(b), store.PutOptions{IfNoneMatch: true, Size: int64(len(b)), ContentType: "application/json"})
 	if err != nil && !errors.Is(err, store.ErrPrecondition) {
@@ -111,7 +133,7 @@ func (d *Dataset) readIntent(ctx context.Context, key string, h *head) *group.In
 // at most maxCarried, all at once, in the order they were published.
 func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*group.Intent {
 	tx.mu.Lock()
-	mine := slices.Clone(tx.intents)
+	mine := slices.Clone(tx.grp.written)
 	tx.mu.Unlock()
 	var want []string
 	for _, k := range keys {
@@ -307,7 +329,7 @@ func (tx *Tx) carryRound(ctx context.Context, rs *rebaseState, h *head, own []ge
 	if again, err := tx.listIntents(ctx, h.Ptr.WriteID); err == nil {
 		keys = again
 		tx.mu.Lock()
-		gone := !slices.Contains(keys, tx.liveKey)
+		gone := !slices.Contains(keys, tx.grp.liveKey)
 		tx.mu.Unlock()
 		if gone {
 			if p, attrs, err := pointer.Read(ctx, tx.d.s); err == nil && p.WriteID != h.Ptr.WriteID {
@@ -319,8 +341,8 @@ func (tx *Tx) carryRound(ctx context.Context, rs *rebaseState, h *head, own []ge
 	g := tx.carry(rs, h, own, tx.gather(ctx, keys, h), opts)
 	tx.mu.Lock()
 	for _, k := range keys {
-		if !slices.Contains(tx.intents, k) {
-			tx.othersCarried = append(tx.othersCarried, k)
+		if !slices.Contains(tx.grp.written, k) {
+			tx.grp.listed = append(tx.grp.listed, k)
 		}
 	}
 	tx.mu.Unlock()
@@ -341,7 +363,7 @@ type moved struct {
 // than the one it is bound to. An error means it cannot be told.
 func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.Attrs) (*moved, error) {
 	tx.mu.Lock()
-	ih := tx.intentHead
+	ih := tx.grp.boundTo
 	tx.mu.Unlock()
 	mv := &moved{got: p, attrs: attrs}
 	if ih == nil || p.Seq <= ih.Seq {
@@ -365,7 +387,7 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	tx.mu.Lock()
 	tx.winner = m.Generation
 	if m.Generation == p.Generation && sum == p.ManifestSHA256 {
-		tx.settledOn, tx.settledOnSHA = m, sum
+		tx.grp.settledOn, tx.grp.settledOnSHA = m, sum
 	}
 	tx.mu.Unlock()
 	tx.clearIntent()
@@ -392,7 +414,7 @@ func (tx *Tx) clearIntent() {
 // bindIntent records the pointer value the live intent is bound to.
 func (tx *Tx) bindIntent(to *pointer.Pointer) {
 	tx.mu.Lock()
-	tx.intentHead = to
+	tx.grp.boundTo = to
 	tx.mu.Unlock()
 }
 
@@ -436,7 +458,7 @@ func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64
 // dead already: that value is left as it is.
 func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 	tx.mu.Lock()
-	ih, in := tx.intentHead, tx.liveIntent
+	ih, in := tx.grp.boundTo, tx.grp.live
 	tx.mu.Unlock()
 	if ih == nil {
 		return nil, nil
@@ -518,8 +540,8 @@ func (tx *Tx) lose(ctx context.Context, err error) (*pointer.Pointer, error) {
 func (tx *Tx) markCarried(p *pointer.Pointer) {
 	tx.d.grouped.Store(true)
 	tx.mu.Lock()
-	tx.carriedBy = p.Generation
-	tx.intentHead = nil
+	tx.grp.carried = p
+	tx.grp.boundTo = nil
 	tx.mu.Unlock()
 	tx.d.log.Debug("carried", "generation", tx.gen, "by", p.Generation, "seq", p.Seq)
 }
@@ -530,7 +552,10 @@ func (tx *Tx) markCarried(p *pointer.Pointer) {
 func (tx *Tx) CarriedBy() string {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	return tx.carriedBy
+	if tx.grp.carried == nil {
+		return ""
+	}
+	return tx.grp.carried.Generation
 }
 
 // dropIntents deletes the intents this Tx wrote, once its outcome is
@@ -540,14 +565,14 @@ func (tx *Tx) CarriedBy() string {
 // that is gone now; a carried Tx leaves its live intent to its carrier.
 func (tx *Tx) dropIntents(ctx context.Context, landed *pointer.Pointer) {
 	tx.mu.Lock()
-	keys := slices.Clone(tx.intents)
+	keys := slices.Clone(tx.grp.written)
 	switch {
-	case landed != nil && tx.carriedBy == "":
-		keys = append(keys, tx.othersCarried...)
+	case landed != nil && tx.grp.carried == nil:
+		keys = append(keys, tx.grp.listed...)
 	case landed != nil:
-		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.liveKey })
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == tx.grp.liveKey })
 	}
-	tx.intents, tx.othersCarried = nil, nil
+	tx.grp.written, tx.grp.listed = nil, nil
 	tx.mu.Unlock()
 	if len(keys) == 0 {
 		return

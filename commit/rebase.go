@@ -255,11 +255,11 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	// The manifest that settled a dead intent is the head's when the
 	// pointer moved by one commit: it was read and checked already.
 	tx.mu.Lock()
-	hm := tx.settledOn
-	if hm != nil && (hm.Generation != got.Generation || tx.settledOnSHA != got.ManifestSHA256) {
+	hm := tx.grp.settledOn
+	if hm != nil && (hm.Generation != got.Generation || tx.grp.settledOnSHA != got.ManifestSHA256) {
 		hm = nil
 	}
-	tx.settledOn, tx.settledOnSHA = nil, ""
+	tx.grp.settledOn, tx.grp.settledOnSHA = nil, ""
 	tx.mu.Unlock()
 	var err error
 	if hm == nil {

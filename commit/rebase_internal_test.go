@@ -74,7 +74,7 @@ func TestRebaseTakesSettledManifestOnlyForItsHead(t *testing.T) {
 	require.NoError(t, err)
 	rs, err := tx.prepareRebase(ctx, tx.Entries())
 	require.NoError(t, err)
-	tx.settledOn, tx.settledOnSHA = ma, a.ManifestSHA256
+	tx.grp.settledOn, tx.grp.settledOnSHA = ma, a.ManifestSHA256
 	h, entries, err := tx.rebaseHead(ctx, rs, b, attrsB, &ConflictError{Winner: b.Generation, Seq: b.Seq})
 	require.NoError(t, err)
 	assert.Contains(t, h.Entries, "b", "the head is B's manifest")

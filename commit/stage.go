@@ -21,7 +21,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/commitptr/commitptr/commit/internal/group"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/localfile"
 	"github.com/commitptr/commitptr/pointer"
@@ -71,27 +70,9 @@ type Tx struct {
 	noRebase bool    // set for the Tx of Dataset.Update, which must not rebase
 	rebased  int
 	lastSent *pointer.Pointer // the last pointer value Commit sent
-	// intents are the keys of the intents this Tx published (group
-	// commit), liveIntent the last one, at liveKey, and intentHead the
-	// pointer value it is bound to, nil once it is proven dead or carried.
-	// othersCarried are the keys of the other writers' intents in the
-	// rounds it carried (see dropIntents). sending counts the writers the
-	// pointer write being sent carries; carriedBy is the generation that
-	// carried this Tx, and landedBy its pointer value.
-	intents       []string
-	othersCarried []string
-	liveKey       string
-	liveIntent    *group.Intent
-	intentHead    *pointer.Pointer
-	reads         *rebaseState // what the Tx read, once a rebase or a round needed it
-	sending       int
-	carriedBy     string
-	landedBy      *pointer.Pointer
-	// settledOn is the manifest, checked against its pointer value's
-	// manifest_sha256, that settled a dead intent when it is the head's:
-	// the rebase that follows builds on it without reading it again.
-	settledOn    *generation.Manifest
-	settledOnSHA string
+	// reads is what the Tx read, once a rebase or a round needed it.
+	reads *rebaseState
+	grp   groupState
 	// keptPending, while not nil, says which entries are files kept from
 	// the base whose proof waits until the Tx writes a manifest naming
 	// them itself (see keptFromBase).
@@ -634,7 +615,7 @@ func (tx *Tx) discard(ctx context.Context) error {
 		return fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
 	}
 	tx.mu.Lock()
-	tx.intents = nil // deleted with the rest (staged holds them too)
+	tx.grp.written = nil // deleted with the rest (staged holds them too)
 	tx.mu.Unlock()
 	return nil
 }

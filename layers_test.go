@@ -1,0 +1,110 @@
+package commitptr_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers is the layering of docs/ARCHITECTURE.md: a library package
+// imports only packages of lower layers. Paths are relative to the module.
+var layers = map[string]int{
+	"examples": 12, "examples/*": 12,
+	".": 11, "cmd/publish": 11,
+	"internal/bench":             10,
+	"gc":                         9,
+	"commit":                     8,
+	"commit/internal/group":      7,
+	"pointer":                    6,
+	"lease":                      6,
+	"generation":                 5,
+	"store/mem":                  4,
+	"store/fs":                   4,
+	"store/s3":                   4,
+	"store/minio":                4,
+	"store/gcs":                  4,
+	"store/azblob":               4,
+	"store/internal/partupload":  3,
+	"store/internal/httptimeout": 2,
+	"store/internal/versions":    2,
+	"store":                      1,
+	"internal/ctxtime":           0,
+	"internal/strictjson":        0,
+	"internal/localfile":         0,
+}
+
+// testSupport are the packages only tests import.
+var testSupport = map[string]bool{
+	"store/storetest": true, "internal/faultstore": true, "internal/faults": true,
+	"internal/faults/remote": true, "internal/teststores": true, "internal/s3server": true,
+	"internal/gcsserver": true, "internal/azurite": true, "internal/procattr": true,
+	"internal/reliability": true, "internal/perf": true,
+}
+
+const module = "github.com/commitptr/commitptr"
+
+func layerOf(rel string) (int, bool) {
+	if l, ok := layers[rel]; ok {
+		return l, true
+	}
+	if strings.HasPrefix(rel, "examples/") {
+		return layers["examples/*"], true
+	}
+	return 0, false
+}
+
+func relative(path string) string {
+	if path == module {
+		return "."
+	}
+	return strings.TrimPrefix(path, module+"/")
+}
+
+// TestImportsPointDownward: every package of the module is in the layer
+// table or is test support; a library package imports only packages of
+// lower layers, and never test support.
+func TestImportsPointDownward(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		rel := relative(p.ImportPath)
+		if testSupport[rel] {
+			continue
+		}
+		layer, ok := layerOf(rel)
+		if !ok {
+			t.Errorf("package %s is in no layer of docs/ARCHITECTURE.md", rel)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			ir := relative(imp)
+			if testSupport[ir] {
+				t.Errorf("%s imports test support %s", rel, ir)
+				continue
+			}
+			il, ok := layerOf(ir)
+			if ok && il >= layer {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports point only downward", rel, layer, ir, il)
+			}
+		}
+	}
+	if seen < len(layers) {
+		t.Fatalf("go list showed %d packages, fewer than the %d layered", seen, len(layers))
+	}
+}
