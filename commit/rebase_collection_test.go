@@ -24,7 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-// advClock is a controlled store clock for the adversary tests.
+// advClock is a controlled store clock for the tests of rebases racing a collection.
 type advClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -104,14 +104,14 @@ func rebasedOnce(t *testing.T, d *commit.Dataset, tx *commit.Tx) *pointer.Pointe
 	return p
 }
 
-// TestAdversaryRebaseSlowPastOrphanAge: the rebase is slow. Its manifest
+// TestRebaseSlowPastOrphanAgeIsStale: the rebase is slow. Its manifest
 // PUT is held while the store's clock passes the orphan age and the
 // collector runs: the Tx's objects, under its original id, are orphans to
 // it (no manifest in the chain names them yet), and it deletes them after
 // publishing its horizon. The rebased compare-and-swap, sent afterwards on
 // the head's old ETag, must then be refused (ErrStale against the original
 // staging start), never commit a manifest whose objects are gone (I1).
-func TestAdversaryRebaseSlowPastOrphanAge(t *testing.T) {
+func TestRebaseSlowPastOrphanAgeIsStale(t *testing.T) {
 	ctx := context.Background()
 	clock, s, fs, d, direct := advSetup(t)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
@@ -131,14 +131,14 @@ func TestAdversaryRebaseSlowPastOrphanAge(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
 }
 
-// TestAdversaryRebasedCASInFlightDuringGC: the rebased compare-and-swap is
+// TestRebasedCASHeldDuringCollectionIsStale: the rebased compare-and-swap is
 // held in the network, not yet at the store, while the clock passes the
 // orphan age and the collector deletes the Tx's objects (the rebased
 // manifest is too young to be an orphan; the data under the original id
 // are not). The late CAS fails its condition, the commit is settled as not
 // applied, and the guard refuses it against the new horizon: ErrStale, and
 // the pointer stays complete (I1).
-func TestAdversaryRebasedCASInFlightDuringGC(t *testing.T) {
+func TestRebasedCASHeldDuringCollectionIsStale(t *testing.T) {
 	ctx := context.Background()
 	clock, s, fs, d, direct := advSetup(t)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
@@ -157,14 +157,14 @@ func TestAdversaryRebasedCASInFlightDuringGC(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
 }
 
-// TestAdversaryRebasedCASLandedDuringGC: the rebased compare-and-swap lands
+// TestRebasedCASLandedDuringCollectionKeepsObjects: the rebased compare-and-swap lands
 // at once, and its response is held while the clock passes the orphan age,
 // the collector runs, and another writer commits on top; then the
 // response is lost. The collector must keep the objects under the Tx's
 // original id, which the current (rebased) manifest names, and delete only
 // the original id's first manifest (I4, I1); the writer settles the commit
 // as its own by walking down the chain (I2) and discards nothing.
-func TestAdversaryRebasedCASLandedDuringGC(t *testing.T) {
+func TestRebasedCASLandedDuringCollectionKeepsObjects(t *testing.T) {
 	ctx := context.Background()
 	clock, s, fs, d, direct := advSetup(t)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
@@ -200,12 +200,12 @@ func TestAdversaryRebasedCASLandedDuringGC(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
 }
 
-// TestAdversaryRebasedUnknownKeepsAll: the rebased compare-and-swap lands,
+// TestRebasedUnknownOutcomeKeepsAll: the rebased compare-and-swap lands,
 // its response is lost, and the pointer cannot be read back: the outcome
 // is unknown. Nothing may be discarded (I6): neither the objects under the
 // original id nor the rebased manifest, which the pointer now names; and
 // Attempted names the rebased generation, not the Tx's id.
-func TestAdversaryRebasedUnknownKeepsAll(t *testing.T) {
+func TestRebasedUnknownOutcomeKeepsAll(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	fs := faultstore.New(s)
@@ -229,12 +229,12 @@ func TestAdversaryRebasedUnknownKeepsAll(t *testing.T) {
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "mine/f": "mine"}, contents(t, d))
 }
 
-// TestAdversaryIntoStringPrefix: partitions whose names are string
+// TestRebaseStringPrefixPartitionsAreDisjoint: partitions whose names are string
 // prefixes of each other ("p1/" and "p10/") are disjoint: writers of both,
 // begun on one base, both commit by rebase, and neither removes nor
 // conflicts with the other's files. A writer of "p1/" that lost to a
 // writer adding "p1" (a file, not under the prefix) also commits.
-func TestAdversaryIntoStringPrefix(t *testing.T) {
+func TestRebaseStringPrefixPartitionsAreDisjoint(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d := commit.New(s)
@@ -263,7 +263,7 @@ func TestAdversaryIntoStringPrefix(t *testing.T) {
 	assert.Equal(t, map[string]string{"p1/b": "1b", "p1/c": "1c", "p10/b": "10b", "p1x": "x"}, contents(t, d))
 }
 
-// TestAdversaryRebaseBeatsHorizonCAS: a collection plans while a rebased
+// TestRebaseLandingBeforeHorizonCASKeepsObjects: a collection plans while a rebased
 // commit is on its way, past the orphan age: the objects under the Tx's
 // original id and the rebased manifest are both orphans to its plan. Its
 // horizon compare-and-swap is held in the network while the rebased commit
@@ -272,7 +272,7 @@ func TestAdversaryIntoStringPrefix(t *testing.T) {
 // correction of its plan must keep every object the new current
 // generation names, under whatever generation id they sit (I4, I1); only
 // the original id's first manifest may go.
-func TestAdversaryRebaseBeatsHorizonCAS(t *testing.T) {
+func TestRebaseLandingBeforeHorizonCASKeepsObjects(t *testing.T) {
 	ctx := context.Background()
 	clock, s, fs, d, direct := advSetup(t)
 	gcfs := faultstore.New(s)
@@ -319,7 +319,7 @@ func TestAdversaryRebaseBeatsHorizonCAS(t *testing.T) {
 	assert.NotEmpty(t, keysUnder(t, s, generation.Prefix(p.Generation)), "the rebased manifest stays")
 }
 
-// TestAdversaryRebaseUnderCollection: writers of disjoint partitions commit
+// TestRebaseUnderBackToBackCollections: writers of disjoint partitions commit
 // with rebase, over and over, while collectors run back to back with no
 // orphan age (every run publishes its horizon at its own now and sweeps
 // every generation outside the chain, the objects of in-flight writers
@@ -328,7 +328,7 @@ func TestAdversaryRebaseBeatsHorizonCAS(t *testing.T) {
 // checksum (I1, I2, I4): none of its objects, under its original id, was
 // taken as an orphan. Writers refused as stale or lost try again. On mem,
 // fs and s3.
-func TestAdversaryRebaseUnderCollection(t *testing.T) {
+func TestRebaseUnderBackToBackCollections(t *testing.T) {
 	for _, f := range teststores.All() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
@@ -455,14 +455,14 @@ func rollbackTo(t *testing.T, d *commit.Dataset, seq uint64) *pointer.Pointer {
 	return p
 }
 
-// TestAdversaryRebaseOverRollback: a partition writer loses to a rollback
+// TestRebaseOnRollback: a partition writer loses to a rollback
 // (to a seq without the partition writer's base changes outside its
 // scope) and rebases on it: the result is the rollback's files with the
 // partition's put in. A collection that keeps only the current generation
 // then leaves it complete; a rollback to the rebased generation itself
 // (whose files sit under the Tx's original id) commits and survives a
 // collection too (I1, I4).
-func TestAdversaryRebaseOverRollback(t *testing.T) {
+func TestRebaseOnRollback(t *testing.T) {
 	for _, f := range teststores.Local() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -499,11 +499,11 @@ func TestAdversaryRebaseOverRollback(t *testing.T) {
 	}
 }
 
-// TestAdversaryRebaseFirstCommit: two partition writers begin on a dataset
+// TestRebaseOnFirstCommit: two partition writers begin on a dataset
 // with no pointer yet; the one whose create-if-absent loses rebases on the
 // other's first generation instead of losing, with seq 2 and the winner
 // as parent. On every local driver and s3.
-func TestAdversaryRebaseFirstCommit(t *testing.T) {
+func TestRebaseOnFirstCommit(t *testing.T) {
 	for _, f := range teststores.All() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
@@ -525,14 +525,14 @@ func TestAdversaryRebaseFirstCommit(t *testing.T) {
 	}
 }
 
-// TestAdversaryHeldRebasedCASAfterDiscard: the rebased compare-and-swap is
+// TestRebasedCASHeldPastDiscardFails: the rebased compare-and-swap is
 // held back in the network and its caller hears an error; meanwhile a
 // writer of the same partition commits. The Tx proves its loss (the seq it
 // wanted is the other's), finds the overlap and discards its objects. The
 // held write then reaches the store: it must fail its condition, so that
 // the pointer never names the rebased manifest whose objects were just
 // deleted (I1, I6). On mem, fs and s3.
-func TestAdversaryHeldRebasedCASAfterDiscard(t *testing.T) {
+func TestRebasedCASHeldPastDiscardFails(t *testing.T) {
 	for _, f := range teststores.All() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
@@ -565,7 +565,7 @@ func TestAdversaryHeldRebasedCASAfterDiscard(t *testing.T) {
 	}
 }
 
-// TestAdversaryRebaseFileDirClash: the rebase rule merges two generations
+// TestRebaseFileDirClashIsOverlap: the rebase rule merges two generations
 // that are each well-formed into one that is not. Writer A replaces the
 // partition p1/ (its base has no "p1"); writer B, outside A's scope, adds a
 // file named "p1" and commits first. A's rebase sees no overlap ("p1" is
@@ -574,7 +574,7 @@ func TestAdversaryHeldRebasedCASAfterDiscard(t *testing.T) {
 // get fails with "file exists"). Expected: the rebase treats a head file
 // that is an ancestor of a path it writes (or a head path under a file it
 // writes) as an overlap and loses, naming it.
-func TestAdversaryRebaseFileDirClash(t *testing.T) {
+func TestRebaseFileDirClashIsOverlap(t *testing.T) {
 	ctx := context.Background()
 	d := commit.New(mem.New())
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})

@@ -19,7 +19,7 @@ import (
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-// Adversary tests of the deferred proof of kept files: a writer with
+// Tests of the deferred proof of kept files: a writer with
 // rebase (group commit possible) proves the files it keeps from its base
 // untouched (KeepAll) only when it writes a manifest that takes them from
 // its base (docs/PROTOCOL.md, "Group commit").
@@ -85,12 +85,12 @@ func notNamed(t *testing.T, d *commit.Dataset, tx *commit.Tx) {
 	}
 }
 
-// TestKeptAdvAloneBaseCollected: a KeepAll writer with rebase begins on B;
+// TestKeptFileCollectedUnderLoneWriterIsRefused: a KeepAll writer with rebase begins on B;
 // another writer replaces "p/f" (C), and the collector removes the object
 // of "p/f" that only B referenced. The writer commits alone (no round
 // waits): its kept "p/f" is proven (late, now) and found gone. It must not
 // commit B's dangling "p/f".
-func TestKeptAdvAloneBaseCollected(t *testing.T) {
+func TestKeptFileCollectedUnderLoneWriterIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d, gone := keptSetup(t, s)
@@ -109,7 +109,7 @@ func TestKeptAdvAloneBaseCollected(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "nothing of the Tx is left")
 }
 
-// TestKeptAdvJoinerBaseCollected: as above, but a round waits on B (an
+// TestKeptFileCollectedUnderJoinerNeverCommitted: as above, but a round waits on B (an
 // intent whose PUT landed late, after the collector's run): the writer
 // joins as a follower without proving its kept "p/f", finds the pointer
 // moved, and rebases. With one commit since B (C, readable) it rebases on
@@ -117,7 +117,7 @@ func TestKeptAdvAloneBaseCollected(t *testing.T) {
 // cannot tell whether C carried it. Either way the pointer stays complete
 // and never names the object the collector removed. (Had it proven "p/f"
 // up front, both would have failed there, as lost, resp. stale.)
-func TestKeptAdvJoinerBaseCollected(t *testing.T) {
+func TestKeptFileCollectedUnderJoinerNeverCommitted(t *testing.T) {
 	for _, commits := range []int{1, 2} {
 		t.Run(map[int]string{1: "one commit since base", 2: "two commits since base"}[commits], func(t *testing.T) {
 			ctx := context.Background()
@@ -151,10 +151,10 @@ func TestKeptAdvJoinerBaseCollected(t *testing.T) {
 	}
 }
 
-// TestKeptAdvJoinerI7AfterUnknown: the joiner of the test above that ends
+// TestKeptFileJoinerUnknownObjectsCollected: the joiner of the test above that ends
 // with an unknown outcome leaves its objects; after the orphan age and one
 // collector run they are gone (I7), and the pointer stays complete.
-func TestKeptAdvJoinerI7AfterUnknown(t *testing.T) {
+func TestKeptFileJoinerUnknownObjectsCollected(t *testing.T) {
 	ctx := context.Background()
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
@@ -187,7 +187,7 @@ func rewriteDuringIntent(fs *faultstore.Store, rewrite func()) {
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: rewrite})
 }
 
-// TestKeptAdvLostRoundOnDamagedHead: the head names a kept file whose
+// TestKeptFileMissingAfterRewriteFailsMissingObject: the head names a kept file whose
 // object is missing (damage the writers did not cause: the situation of
 // TestGroupWriterProvesKeptFiles, which asserts that no writer then
 // commits the dangling reference). A KeepAll writer with rebase joins a
@@ -200,7 +200,7 @@ func rewriteDuringIntent(fs *faultstore.Store, rewrite func()) {
 // when it commits alone or takes the round over, and not as lost: nobody
 // won. (It committed the missing object before the rebase on a rewritten
 // base proved the kept files.)
-func TestKeptAdvLostRoundOnDamagedHead(t *testing.T) {
+func TestKeptFileMissingAfterRewriteFailsMissingObject(t *testing.T) {
 	rewrites := map[string]func(t *testing.T, s store.Store){
 		"fence registration": func(t *testing.T, s store.Store) {
 			require.NoError(t, commit.New(s).RegisterFence(context.Background(), "mem://x/_lease/l", 1))
@@ -232,13 +232,13 @@ func TestKeptAdvLostRoundOnDamagedHead(t *testing.T) {
 	}
 }
 
-// TestKeptAdvHonestRewriteDuringRound: the same round, with nothing
+// TestKeptFileJoinerRebasesOnCollectorRewrite: the same round, with nothing
 // damaged: while the joiner's intent PUT is in flight, the collector runs
 // (removing the superseded generations and an orphan, publishing its
 // horizon and floor). The joiner rebases on the rewritten pointer and
 // commits; the pointer is complete (I1), and nothing the collector
 // removed is named.
-func TestKeptAdvHonestRewriteDuringRound(t *testing.T) {
+func TestKeptFileJoinerRebasesOnCollectorRewrite(t *testing.T) {
 	ctx := context.Background()
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
@@ -266,12 +266,12 @@ func TestKeptAdvHonestRewriteDuringRound(t *testing.T) {
 	checkComplete(t, d)
 }
 
-// TestKeptAdvLeaderDamagedCarries: the head is damaged as above. A leader
+// TestKeptFileMissingLeaderWithdraws: the head is damaged as above. A leader
 // (it takes a round over) carries a joiner, then proves its kept files:
 // "p/f" is gone, so it withdraws, and the joiner must not end up
 // committing the dangling "p/f" either (it rebases on the withdrawn
 // value). Neither commit may land over the missing object.
-func TestKeptAdvLeaderDamagedCarries(t *testing.T) {
+func TestKeptFileMissingLeaderWithdraws(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	before := damagedRound(t, s)
@@ -310,13 +310,13 @@ func TestKeptAdvLeaderDamagedCarries(t *testing.T) {
 	assert.Equal(t, before.Generation, after.Generation, "nothing committed")
 }
 
-// TestKeptAdvUpFrontProofs: files the Tx does not keep untouched from its
+// TestKeptFileTouchedProvenBeforeRound: files the Tx does not keep untouched from its
 // base are still proven before anything is published, even when a round
 // waits: a PutFile-reused file whose object is gone is uploaded again
 // before the Tx joins, and a Tx that kept files from a snapshot
 // (KeepFrom) or read its base (BaseSnapshot) fails with ErrMissingObject
 // without publishing an intent or changing the pointer.
-func TestKeptAdvUpFrontProofs(t *testing.T) {
+func TestKeptFileTouchedProvenBeforeRound(t *testing.T) {
 	ctx := context.Background()
 	t.Run("PutFile reuse", func(t *testing.T) {
 		s := mem.New()

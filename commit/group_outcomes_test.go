@@ -160,7 +160,7 @@ func joinRound(t *testing.T, s store.Store) {
 	staleIntent(t, s, readPointer(t, s).WriteID)
 }
 
-// TestGroupAdversaryForgedIntents attacks the carrier's checks of the
+// TestGroupCarrierTakesOnlyValidIntents attacks the carrier's checks of the
 // intents it reads (readIntent, admit, the conflict check of carry):
 // intents written directly under _intent/<current write id>/, each spoiled
 // in one way, with its objects staged so that only the check it targets
@@ -173,7 +173,7 @@ func joinRound(t *testing.T, s store.Store) {
 // object or the head's, the base entries matching the head (changed,
 // added, removed, under the scope), the fence of its lease, no overlap
 // with the carrier, and never the carrier's own Tx.
-func TestGroupAdversaryForgedIntents(t *testing.T) {
+func TestGroupCarrierTakesOnlyValidIntents(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
@@ -304,7 +304,7 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) bool {
 	}
 }
 
-// TestGroupAdversaryOwnerGivesUpUnderPausedCarrier attacks the rule that a
+// TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier attacks the rule that a
 // writer deletes its staged objects only once its intent is dead. The
 // writer O rebases and publishes its intent on V; a writer C of another
 // process joins the round, reads O's intent, selects it, writes its group
@@ -319,7 +319,7 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) bool {
 // Guards: settle's withdrawal, the settle-before-discard order of lose,
 // send's refusal to resend a group on a rewritten value, and the unknown
 // outcome when settling fails.
-func TestGroupAdversaryOwnerGivesUpUnderPausedCarrier(t *testing.T) {
+func TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier(t *testing.T) {
 	for _, variant := range []string{"plain", "withdrawal response lost", "withdrawal held", "pointer unreadable"} {
 		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
@@ -408,7 +408,7 @@ func groupHeld(t *testing.T, s store.Store, fsO *faultstore.Store, direct *commi
 	})
 }
 
-// TestGroupAdversaryFenceRaisedBeforeGroupCAS attacks the fence of a
+// TestGroupCarrierNeverResendsOverRaisedFence attacks the fence of a
 // carried writer. O holds token 5 of a lease; C carries O's intent on V,
 // and between C's selection and C's compare-and-swap the lease's next
 // holder registers token 6 (a rewrite of V). C's compare-and-swap fails;
@@ -417,7 +417,7 @@ func groupHeld(t *testing.T, s store.Store, fsO *faultstore.Store, direct *commi
 // must then lose with ErrFenced, its changes never in the history and its
 // objects deleted. Guard: send's refusal to resend a group on a value
 // rewritten without a commit (and the fence check of O's own rebase).
-func TestGroupAdversaryFenceRaisedBeforeGroupCAS(t *testing.T) {
+func TestGroupCarrierNeverResendsOverRaisedFence(t *testing.T) {
 	ctx := context.Background()
 	const lease = "mem://x/_lease/nightly"
 	s := mem.New()
@@ -450,7 +450,7 @@ func TestGroupAdversaryFenceRaisedBeforeGroupCAS(t *testing.T) {
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(txO.Generation())))
 }
 
-// TestGroupAdversaryGroupCASResponseLost attacks the settling of a
+// TestGroupLostCarrierResponseSettlesBothWriters attacks the settling of a
 // carrier's own write and of the writer it carried. C's group
 // compare-and-swap on V lands, its response is lost, and before C reads
 // the pointer back a fence registration rewrites the value C wrote (same
@@ -459,7 +459,7 @@ func TestGroupAdversaryFenceRaisedBeforeGroupCAS(t *testing.T) {
 // compare-and-swap was held meanwhile and then fails, must settle as
 // carried by C, keep its objects, and not commit again. Guards: resolve's
 // walk to the seq (its own generation, or carried by) with a live intent.
-func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
+func TestGroupLostCarrierResponseSettlesBothWriters(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	fsO, fsC := faultstore.New(s), faultstore.New(s)
@@ -493,7 +493,7 @@ func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
 	assert.Contains(t, keysUnder(t, s, generation.Prefix(txO.Generation())), generation.DataKey(txO.Generation(), "o/f"))
 }
 
-// TestGroupAdversaryIntentPutOutcome attacks publishIntent's rule that an
+// TestGroupUnknownIntentWriteTakenAsWritten attacks publishIntent's rule that an
 // intent write whose outcome is not known is taken as written. O's intent
 // PUT lands but its response is lost ("landed"), or it fails without being
 // sent ("not sent"); then C, of another process, commits on V while O's
@@ -502,7 +502,7 @@ func TestGroupAdversaryGroupCASResponseLost(t *testing.T) {
 // written, O would settle as lost and delete objects C's commit
 // references: I1, I2). Not sent: C cannot carry O, and O commits on its
 // own after C. Either way O is applied exactly once.
-func TestGroupAdversaryIntentPutOutcome(t *testing.T) {
+func TestGroupUnknownIntentWriteTakenAsWritten(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		mode faultstore.Mode
@@ -611,7 +611,7 @@ func (c *chaos) List(ctx context.Context, req store.ListRequest) (store.ListPage
 	return c.Store.List(ctx, req)
 }
 
-// TestGroupAdversaryChaos runs writers of several processes (one Dataset
+// TestGroupInvariantsUnderRandomFaults runs writers of several processes (one Dataset
 // each, on one store) that commit partitions with rebase over and over,
 // two writers per partition (so some lose on overlap), while each process's
 // requests of the protocol fail at random, before they are sent or with
@@ -627,7 +627,7 @@ func (c *chaos) List(ctx context.Context, req store.ListRequest) (store.ListPage
 // settleMoved's walk to the seq an intent was bound to (carried, or
 // dead), and the carrier's conflict check between the writers it takes.
 // ADV_SEEDS=n ADV_P=p runs n other seeds at fault rate p, to explore.
-func TestGroupAdversaryChaos(t *testing.T) {
+func TestGroupInvariantsUnderRandomFaults(t *testing.T) {
 	seeds, prob := []uint64{1, 2, 3, 4}, 0.15
 	if os.Getenv("ADV_SEEDS") != "" {
 		n, _ := strconv.Atoi(os.Getenv("ADV_SEEDS"))
@@ -663,7 +663,7 @@ func TestGroupAdversaryChaos(t *testing.T) {
 	}
 }
 
-// chaosRun is one run of TestGroupAdversaryChaos; it returns the counts
+// chaosRun is one run of TestGroupInvariantsUnderRandomFaults; it returns the counts
 // of its outcomes.
 func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, commits int, collect bool) map[string]int {
 	{
@@ -850,7 +850,7 @@ func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, comm
 	}
 }
 
-// TestGroupAdversaryCarrierManifestUnreadable attacks "unknown is never
+// TestGroupUnreadableCarrierManifestIsUnknown attacks "unknown is never
 // lost". C carries O on V and lands; O's own compare-and-swap, held
 // meanwhile, then fails, and O cannot read the manifest at the seq it
 // wanted (every GET of it fails). O must report ErrCommitUnknown and keep
@@ -858,7 +858,7 @@ func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, comm
 // would delete them (I1) and report lost a Tx whose changes are in the
 // history. Guard: resolve's error on a chain it cannot walk, and lose's
 // unknown outcome when settling fails.
-func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
+func TestGroupUnreadableCarrierManifestIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	fsO, fsC := faultstore.New(s), faultstore.New(s)
@@ -889,7 +889,7 @@ func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
 	assert.Equal(t, []uint64{pC.Seq}, applications(chainOf(t, direct), txO.Generation()))
 }
 
-// TestGroupAdversaryCarrierLosesToCarried attacks "never carried twice,
+// TestGroupCarrierLosingToItsCarriedRoundsAgain attacks "never carried twice,
 // nor carried and committed itself". C reads and selects O's intent on V
 // and is paused before its compare-and-swap; meanwhile O, leading the
 // round, commits on V on its own. C's group write then fails; C must
@@ -900,7 +900,7 @@ func TestGroupAdversaryCarrierManifestUnreadable(t *testing.T) {
 // intent to one pointer value (the listing under the head's write id,
 // readIntent's head and seq) and, behind it, admit's check of the base
 // entries (O's own commit changed them); either alone suffices here.
-func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
+func TestGroupCarrierLosingToItsCarriedRoundsAgain(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	fsO, fsC := faultstore.New(s), faultstore.New(s)
@@ -949,7 +949,7 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 	assert.Equal(t, map[string]string{"seed": "0", "theirs/f": "t", "o/f": "o", "c/f": "c"}, contents(t, direct))
 }
 
-// TestGroupAdversaryForgedCarriedClaim: a forged intent names a waiting
+// TestGroupForgedCarriedClaimIsUnknown: a forged intent names a waiting
 // writer's Tx but another change than its own, and a carrier takes it.
 // The writer finds its Tx named as carried by a manifest that does not
 // hold its change: it must not report success (I2) and must not delete
@@ -960,7 +960,7 @@ func TestGroupAdversaryCarrierLosesToCarried(t *testing.T) {
 // its intent on the chain. The carrier deleted the forged intent with its
 // round, so a writer of another process would find the round empty and
 // go alone, and lose, then commit its change on its own.)
-func TestGroupAdversaryForgedCarriedClaim(t *testing.T) {
+func TestGroupForgedCarriedClaimIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d := commit.New(s)
