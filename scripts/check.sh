@@ -8,11 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/tools.sh
-build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
-
 # The packages whose tests run on the in-memory and local stores only.
 fast=(
 	.
+	./commit/internal/group
 	./internal/bench
 	./examples/...
 	./generation
@@ -25,14 +24,6 @@ fast=(
 	./store/mem
 )
 
-echo "==> gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
-if [ -n "$unformatted" ]; then
-	echo "gofmt needed:"; echo "$unformatted"; exit 1
-fi
-echo "==> go vet"
-go vet ./...
-echo "==> staticcheck"
-.cache/bin/staticcheck ./...
+static_checks
 echo "==> go test -race -short (no test servers)"
 go test -race -short -count=1 "$@" "${fast[@]}"

@@ -10,23 +10,12 @@ cd "$(dirname "$0")/.."
 
 . scripts/tools.sh
 build_tool versitygw github.com/versity/versitygw/cmd/versitygw
-build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
 build_tool fake-gcs-server github.com/fsouza/fake-gcs-server
 export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
 install_azurite
 export COMMITPTR_AZURITE="$PWD/.cache/azurite/node_modules/.bin/azurite-blob"
 export COMMITPTR_FAKE_GCS_SERVER="$PWD/.cache/bin/fake-gcs-server"
 
-echo "==> gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
-if [ -n "$unformatted" ]; then
-	echo "gofmt needed:"; echo "$unformatted"; exit 1
-fi
-echo "==> go vet (linux, macOS, which must build too, and the distributed run)"
-go vet ./...
-GOOS=darwin go vet ./...
-go vet -tags distributed ./internal/reliability
-echo "==> staticcheck"
-.cache/bin/staticcheck ./...
+static_checks
 echo "==> go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...

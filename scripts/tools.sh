@@ -37,3 +37,22 @@ install_azurite() {
 	cp tools/azurite/package.json tools/azurite/package-lock.json .cache/azurite/
 	(cd .cache/azurite && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 }
+
+# static_checks runs gofmt, go vet (on Linux and macOS, which must build
+# too, and the distributed run's build tag) and staticcheck, which it
+# builds first if need be.
+static_checks() {
+	build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
+	echo "==> gofmt"
+	local unformatted
+	unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
+	if [ -n "$unformatted" ]; then
+		echo "gofmt needed:"; echo "$unformatted"; return 1
+	fi
+	echo "==> go vet (linux, macOS, and the distributed run)"
+	go vet ./...
+	GOOS=darwin go vet ./...
+	go vet -tags distributed ./internal/reliability
+	echo "==> staticcheck"
+	.cache/bin/staticcheck ./...
+}
