@@ -42,6 +42,8 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 			g.initLogger(cmd.ErrOrStderr())
 		},
 	}
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -69,6 +71,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newLeaseCommand(g),
 		newRunCommand(g),
 		newFencesCommand(g),
+		newVersionCommand(),
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)
