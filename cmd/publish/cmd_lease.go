@@ -184,7 +184,7 @@ func runLeaseAcquire(ctx context.Context, opts leaseOptions, stdout, _ io.Writer
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "acquired lease %s: token %d, owner %s, until about %s (server time)\n", res.Name, res.Token, res.Owner, formatTime(res.Until))
+	fmt.Fprintf(opts.out(stdout), "acquired lease %s: token %d, owner %s, until about %s (server time)\n", res.Name, res.Token, res.Owner, formatTime(res.Until))
 	return nil
 }
 
@@ -213,7 +213,7 @@ func runLeaseRelease(ctx context.Context, opts leaseOptions, stdout, _ io.Writer
 		if opts.JSON {
 			return writeJSON(stdout, map[string]any{"name": opts.Name, "token": opts.Token, "result": msg})
 		}
-		_, err := fmt.Fprintf(stdout, "lease %s: %s\n", opts.Name, msg)
+		_, err := fmt.Fprintf(opts.out(stdout), "lease %s: %s\n", opts.Name, msg)
 		return err
 	}
 	for attempt := 0; attempt < 3; attempt++ {

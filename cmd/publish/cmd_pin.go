@@ -83,7 +83,7 @@ func runPin(ctx context.Context, opts pinOptions, stdout, _ io.Writer) error {
 	if opts.JSON {
 		return writeJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "pinned seq %d generation %s for %s: %s\n", info.Seq, info.Generation, info.TTL, info.Key)
+	fmt.Fprintf(opts.out(stdout), "pinned seq %d generation %s for %s: %s\n", info.Seq, info.Generation, info.TTL, info.Key)
 	return nil
 }
 

@@ -117,7 +117,7 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "committed seq %d generation %s: the files of seq %d (%d files, %s, by reference)\n",
+	fmt.Fprintf(opts.out(stdout), "committed seq %d generation %s: the files of seq %d (%d files, %s, by reference)\n",
 		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes))
 	return nil
 }

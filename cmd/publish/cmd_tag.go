@@ -106,7 +106,7 @@ func runTag(ctx context.Context, opts tagOptions, stdout io.Writer) error {
 		if err := d.DeleteTag(ctx, opts.Name); err != nil {
 			return describe(opts.URL, err)
 		}
-		fmt.Fprintf(stdout, "deleted tag %s\n", opts.Name)
+		fmt.Fprintf(opts.out(stdout), "deleted tag %s\n", opts.Name)
 		return nil
 	}
 	ref, err := opts.Ref.ref()
@@ -125,6 +125,6 @@ func runTag(ctx context.Context, opts tagOptions, stdout io.Writer) error {
 	if opts.JSON {
 		return writeJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "tagged seq %d generation %s: %s\n", info.Seq, info.Generation, info.Name)
+	fmt.Fprintf(opts.out(stdout), "tagged seq %d generation %s: %s\n", info.Seq, info.Generation, info.Name)
 	return nil
 }

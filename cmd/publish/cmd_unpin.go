@@ -91,12 +91,13 @@ func runUnpin(ctx context.Context, opts unpinOptions, stdout, _ io.Writer) error
 	if opts.JSON {
 		return writeJSON(stdout, map[string]any{"removed": keys, "already_gone": gone})
 	}
+	out := opts.out(stdout)
 	for _, k := range gone {
-		fmt.Fprintf(stdout, "pin %s was already gone\n", k)
+		fmt.Fprintf(out, "pin %s was already gone\n", k)
 	}
 	if opts.Gen != "" && len(keys) == 0 {
-		fmt.Fprintf(stdout, "generation %s has no pins\n", opts.Gen)
+		fmt.Fprintf(out, "generation %s has no pins\n", opts.Gen)
 	}
-	fmt.Fprintf(stdout, "removed %d pins\n", len(keys))
+	fmt.Fprintf(out, "removed %d pins\n", len(keys))
 	return nil
 }

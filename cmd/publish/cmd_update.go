@@ -201,7 +201,7 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "updated %s (%d bytes, etag %s, %d attempts)\n", res.Key, res.Size, res.ETag, res.Attempts)
+	fmt.Fprintf(opts.out(stdout), "updated %s (%d bytes, etag %s, %d attempts)\n", res.Key, res.Size, res.ETag, res.Attempts)
 	return nil
 }
 
