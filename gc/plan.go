@@ -224,7 +224,7 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		case r.o.Grace > 0 && p.now.Sub(supersededAt[gen]) < allowance(r.o.Grace):
 			reason = fmt.Sprintf("superseded %s ago, within the %s grace", fmtAge(p.now.Sub(supersededAt[gen])), r.o.Grace)
 		case pinned[gen] > 0:
-			reason = pinReason(pinned[gen])
+			reason = r.holdReason(gen, pinned[gen])
 		default:
 			continue
 		}
@@ -239,11 +239,11 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		}
 		// A pinned generation outside the walked chain: an old one beyond
 		// a collected link. Its manifest names the keys to keep.
-		kg := keptGen{reason: pinReason(pinned[gen])}
+		kg := keptGen{reason: r.holdReason(gen, pinned[gen])}
 		mi, err := r.manifest(ctx, gen, "", "its pin")
 		switch {
 		case errors.Is(err, store.ErrNotExist):
-			p.notes = append(p.notes, fmt.Sprintf("generation %s is pinned but its manifest is gone", gen))
+			p.notes = append(p.notes, fmt.Sprintf("generation %s is %s but its manifest is gone", gen, r.holdReason(gen, pinned[gen])))
 		case err != nil:
 			return nil, refuse(err)
 		default:
@@ -536,7 +536,7 @@ func (r *runner) listPins(ctx context.Context, p *plan) (map[string]int, error) 
 		pinned[gen]++
 	}
 	if bad > 0 {
-		p.notes = append(p.notes, fmt.Sprintf("%d malformed keys under %s were left alone", bad, commit.PinDir))
+		p.notes = append(p.notes, fmt.Sprintf("%s under %s left alone", plural(bad, "malformed key"), commit.PinDir))
 	}
 	return pinned, nil
 }
@@ -581,11 +581,26 @@ func sortKept(kept []GenInfo) {
 	})
 }
 
-func pinReason(n int) string {
-	if n == 1 {
-		return "pinned"
+// holdReason says what holds a generation that n pins and tags keep:
+// "tagged", "pinned", "tagged and pinned", with the counts when more than
+// one.
+func (r *runner) holdReason(gen string, n int) string {
+	tags := r.tagged[gen]
+	pins := n - tags
+	var parts []string
+	switch {
+	case tags == 1:
+		parts = append(parts, "tagged")
+	case tags > 1:
+		parts = append(parts, fmt.Sprintf("tagged (%d tags)", tags))
 	}
-	return fmt.Sprintf("pinned (%d pins)", n)
+	switch {
+	case pins == 1:
+		parts = append(parts, "pinned")
+	case pins > 1:
+		parts = append(parts, fmt.Sprintf("pinned (%d pins)", pins))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // fmtAge rounds an age for people.

@@ -130,7 +130,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	} else {
 		ew.printf("\nobjects deleted: %d of %d planned, %s\n", r.ObjectsDeleted, r.Planned, FormatBytes(r.BytesDeleted))
 		if r.Left > 0 {
-			ew.printf("left for the next run: %d objects\n", r.Left)
+			ew.printf("left for the next run: %s\n", plural(r.Left, "object"))
 		}
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
 		if r.IntentsDropped > 0 {

@@ -341,10 +341,10 @@ func TestPinUnpin(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(ok(t, "pin", "--json", "--ttl", "2h", u)), &pin))
 	assert.Equal(t, uint64(1), pin.Seq)
 	assert.Contains(t, ok(t, "pin", "--list", u), pin.Key)
-	assert.Contains(t, ok(t, "unpin", u, pin.Key), "removed 1 pins")
+	assert.Contains(t, ok(t, "unpin", u, pin.Key), "removed 1 pin")
 	assert.NotContains(t, ok(t, "pin", "--list", u), pin.Key)
 	ok(t, "pin", u)
-	assert.Contains(t, ok(t, "unpin", "--gen", pin.Generation, u), "removed 1 pins")
+	assert.Contains(t, ok(t, "unpin", "--gen", pin.Generation, u), "removed 1 pin")
 
 	// Removing a pin that is already gone says so, and is not an error.
 	assert.Equal(t, fmt.Sprintf("pin %s was already gone\nremoved 0 pins\n", pin.Key), ok(t, "unpin", u, pin.Key))

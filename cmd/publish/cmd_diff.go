@@ -91,9 +91,9 @@ func runDiff(ctx context.Context, opts diffOptions, stdout, _ io.Writer) error {
 	for _, c := range res.Changes {
 		switch c.Op {
 		case "+":
-			fmt.Fprintf(stdout, "+ %s (%d bytes)\n", c.Path, c.NewSize)
+			fmt.Fprintf(stdout, "+ %s (%s)\n", c.Path, plural(c.NewSize, "byte"))
 		case "-":
-			fmt.Fprintf(stdout, "- %s (%d bytes)\n", c.Path, c.OldSize)
+			fmt.Fprintf(stdout, "- %s (%s)\n", c.Path, plural(c.OldSize, "byte"))
 		default:
 			var mode string
 			if c.OldMode != c.NewMode {

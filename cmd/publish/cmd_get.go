@@ -195,7 +195,7 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	}
 	stdout = opts.out(stdout)
 	defer res.Summary.write(stdout)
-	fmt.Fprintf(stdout, "got seq %d generation %s: %d files, %s into %s\n", res.Seq, res.Generation, res.Files, humanBytes(res.Bytes), dest)
+	fmt.Fprintf(stdout, "got seq %d generation %s: %s, %s into %s\n", res.Seq, res.Generation, plural(res.Files, "file"), humanBytes(res.Bytes), dest)
 	return nil
 }
 

@@ -370,11 +370,11 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	}
 	if res.Into != "" {
 		rebased := rebaseNote(res.Rebased, res.Carried)
-		fmt.Fprintf(stdout, "committed seq %d generation %s: %d files under %s (%d reused%s), %s; %d files outside it kept%s\n",
-			res.Seq, res.Generation, res.Files, res.Into, res.Reused, repaired, humanBytes(res.Bytes), res.Kept, rebased)
+		fmt.Fprintf(stdout, "committed seq %d generation %s: %s under %s (%d reused%s), %s; %s outside it kept%s\n",
+			res.Seq, res.Generation, plural(res.Files, "file"), res.Into, res.Reused, repaired, humanBytes(res.Bytes), plural(res.Kept, "file"), rebased)
 	} else {
-		fmt.Fprintf(stdout, "committed seq %d generation %s: %d files (%d reused%s), %s\n",
-			res.Seq, res.Generation, res.Files, res.Reused, repaired, humanBytes(res.Bytes))
+		fmt.Fprintf(stdout, "committed seq %d generation %s: %s (%d reused%s), %s\n",
+			res.Seq, res.Generation, plural(res.Files, "file"), res.Reused, repaired, humanBytes(res.Bytes))
 	}
 	res.Summary.write(stdout)
 	return nil
@@ -545,8 +545,8 @@ func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, file
 		return writeJSON(stdout, res)
 	}
 	stdout = opts.out(stdout)
-	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds these %d files, %s; nothing committed (--allow-unchanged commits anyway)\n",
-		res.Seq, res.Generation, res.Files, humanBytes(res.Bytes))
+	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds these %s, %s; nothing committed (--allow-unchanged commits anyway)\n",
+		res.Seq, res.Generation, plural(res.Files, "file"), humanBytes(res.Bytes))
 	return nil
 }
 

@@ -117,7 +117,7 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(opts.out(stdout), "committed seq %d generation %s: the files of seq %d (%d files, %s, by reference)\n",
-		res.Seq, res.Generation, target.Seq(), res.Files, humanBytes(res.Bytes))
+	fmt.Fprintf(opts.out(stdout), "committed seq %d generation %s: the files of seq %d (%s, %s, by reference)\n",
+		res.Seq, res.Generation, target.Seq(), plural(res.Files, "file"), humanBytes(res.Bytes))
 	return nil
 }

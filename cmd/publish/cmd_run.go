@@ -106,7 +106,7 @@ Otherwise run exits with CMD's status (128+N if a signal N ended it).` + exitSta
 				return err
 			}
 			if len(before) != 1 {
-				return usagef("want URL -- CMD, got %d arguments before --", len(before))
+				return usagef("want URL -- CMD, got %s before --", plural(len(before), "argument"))
 			}
 			opts.URL, opts.Command, opts.stdin = before[0], command, cmd.InOrStdin()
 			opts.graceSet = cmd.Flags().Changed("grace")

@@ -98,6 +98,6 @@ func runUnpin(ctx context.Context, opts unpinOptions, stdout, _ io.Writer) error
 	if opts.Gen != "" && len(keys) == 0 {
 		fmt.Fprintf(out, "generation %s has no pins\n", opts.Gen)
 	}
-	fmt.Fprintf(out, "removed %d pins\n", len(keys))
+	fmt.Fprintf(out, "removed %s\n", plural(len(keys), "pin"))
 	return nil
 }

@@ -77,7 +77,7 @@ object before running the update again.` + exitStatus(exitOK, exitError, exitUsa
 			case 2:
 				opts.URL, opts.Key = before[0], before[1]
 			default:
-				return usagef("want URL [KEY] -- CMD, got %d arguments before --", len(before))
+				return usagef("want URL [KEY] -- CMD, got %s before --", plural(len(before), "argument"))
 			}
 			opts.Command = command
 			opts.stdin = cmd.InOrStdin()
@@ -201,7 +201,7 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	fmt.Fprintf(opts.out(stdout), "updated %s (%d bytes, etag %s, %d attempts)\n", res.Key, res.Size, res.ETag, res.Attempts)
+	fmt.Fprintf(opts.out(stdout), "updated %s (%s, etag %s, %s)\n", res.Key, plural(res.Size, "byte"), res.ETag, plural(res.Attempts, "attempt"))
 	return nil
 }
 

@@ -190,11 +190,11 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 		defer res.Summary.write(stdout)
 		status := "ok"
 		if len(res.Problems) > 0 {
-			status = fmt.Sprintf("%d problems", len(res.Problems))
+			status = plural(len(res.Problems), "problem")
 		}
-		fmt.Fprintf(stdout, "verified %d objects (%s) of %d generations: %s\n", res.Objects, humanBytes(res.Bytes), res.Generations, status)
+		fmt.Fprintf(stdout, "verified %s (%s) of %s: %s\n", plural(res.Objects, "object"), humanBytes(res.Bytes), plural(res.Generations, "generation"), status)
 		if r := res.Repaired; r != nil {
-			fmt.Fprintf(stdout, "repaired %d files from %s: committed seq %d generation %s\n", r.Files-r.Reused, opts.Repair, r.Seq, r.Generation)
+			fmt.Fprintf(stdout, "repaired %s from %s: committed seq %d generation %s\n", plural(r.Files-r.Reused, "file"), opts.Repair, r.Seq, r.Generation)
 		}
 	}
 	if repairErr != nil {
@@ -204,7 +204,7 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 		return nil // every problem was in the current generation, and is repaired
 	}
 	if len(res.Problems) > 0 {
-		return fmt.Errorf("verify %s: %d problems found", redact(opts.URL), len(res.Problems))
+		return fmt.Errorf("verify %s: %s found", redact(opts.URL), plural(len(res.Problems), "problem"))
 	}
 	return nil
 }

@@ -72,7 +72,9 @@ func roundElapsed(d time.Duration) time.Duration {
 	}
 }
 
-func plural(n int, word string) string {
+// plural counts a thing: "1 file", "3 files". Every count printed for
+// people goes through it.
+func plural[N int | int64](n N, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
