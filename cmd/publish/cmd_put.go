@@ -44,6 +44,9 @@ type putOptions struct {
 	Filters                    filters
 	// Into is --into: publish SRC as this subtree, keeping the rest.
 	Into string
+	// DryRun says what would be uploaded, reused and removed, and writes
+	// nothing.
+	DryRun bool
 }
 
 func (o *putOptions) AddFlags(cmd *cobra.Command) {
@@ -65,6 +68,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.MaxDelete, "max-delete", "", "refuse to drop more than `N` files (or N% of them) of the current generation")
 	f.StringVar(&o.Links, "links", "refuse", "what to do with a symbolic link in SRC: refuse, skip, follow (only to a target inside SRC) or follow-any")
 	f.StringVar(&o.Into, "into", "", "publish SRC as the subtree `PREFIX/` of the dataset, keeping every file outside it; concurrent puts into different prefixes all commit")
+	f.BoolVar(&o.DryRun, "dry-run", false, "say what would be uploaded, reused and removed, and write nothing to the store (no lease, no fencing token, no probe)")
 	o.Filters.AddFlags(cmd, "SRC")
 }
 
@@ -158,6 +162,14 @@ The first commit of a dataset runs 'publish probe' first: put refuses to
 write to a store that ignores conditional writes. --probe checks on every
 put.
 
+--dry-run reads SRC, the current pointer and manifest, and nothing
+else: it prints the line put would print and the summary with "would be"
+(uploaded, reused, removed), and writes nothing to the store: no staged
+object, no lease, no fencing token, no probe. It hashes the files that
+could be reused, as put does; it does not check that their stored objects
+still exist (put would, and upload a missing one again). The guards apply:
+an empty SRC or one past --max-delete is refused as put would refuse it.
+
 Ctrl-C during put deletes the staged generation (within 30 s) and says so;
 if that fails, it says the objects are left for the collector's orphan sweep.
 Ctrl-C while the pointer is being written can end with status 5: the commit
@@ -231,6 +243,9 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return fmt.Errorf("SRC %s holds no files: publishing it would empty %s; pass --allow-empty if that is what you want (or 'publish rm --into')", opts.Src, opts.Into)
 		}
 		return fmt.Errorf("SRC %s holds no files: publishing it would replace the dataset with an empty generation; pass --allow-empty if that is what you want", opts.Src)
+	}
+	if opts.DryRun {
+		return dryRunPut(ctx, opts, files, maxDelete, stdout, stderr, start)
 	}
 	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
 	if err != nil {

@@ -23,6 +23,10 @@ type putResult struct {
 	// Unchanged: SRC was exactly the current generation, and nothing was
 	// committed; Seq and Generation name the current one.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// DryRun: put --dry-run; nothing was written, Seq and Generation name
+	// the current commit (none for a dataset without commits), and the
+	// summary counts what a put would upload, reuse and remove.
+	DryRun bool `json:"dry_run,omitempty"`
 	// Summary is the final line's numbers.
 	Summary *summary `json:"summary,omitempty"`
 }

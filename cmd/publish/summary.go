@@ -29,11 +29,14 @@ type summary struct {
 
 	verb   string // "uploaded", "downloaded", "read"
 	kept   string // what Reused means in the line: "reused", "unchanged"
+	gone   string // what Deleted means in the line: "deleted", "removed"
 	prefix string // the command's name
+	// dryRun says what would be done ("1 would be uploaded"), and no rate.
+	dryRun bool
 }
 
 func newSummary(cmd, verb, kept string) *summary {
-	return &summary{verb: verb, kept: kept, prefix: cmd}
+	return &summary{verb: verb, kept: kept, gone: "deleted", prefix: cmd}
 }
 
 // finish sets the times from start.
@@ -46,17 +49,29 @@ func (s *summary) finish(start time.Time) {
 }
 
 // write prints the line, e.g. "put: 31 files: 3 uploaded (12.0 MiB), 28
-// reused (1.1 GiB); 2.1s, 5.7 MiB/s".
+// reused (1.1 GiB); 2.1s, 5.7 MiB/s", or for a dry run "put: 31 files: 3
+// would be uploaded (12.0 MiB), 28 would be reused (1.1 GiB), 1 would be
+// removed; 40ms, nothing written".
 func (s *summary) write(w io.Writer) {
-	line := fmt.Sprintf("%s: %s: %d %s (%s)", s.prefix, plural(s.Files, "file"), s.Transferred, s.verb, humanBytes(s.TransferredBytes))
+	done := func(word string) string {
+		if s.dryRun {
+			return "would be " + word
+		}
+		return word
+	}
+	line := fmt.Sprintf("%s: %s: %d %s (%s)", s.prefix, plural(s.Files, "file"), s.Transferred, done(s.verb), humanBytes(s.TransferredBytes))
 	if s.kept != "" {
-		line += fmt.Sprintf(", %d %s (%s)", s.Reused, s.kept, humanBytes(s.ReusedBytes))
+		line += fmt.Sprintf(", %d %s (%s)", s.Reused, done(s.kept), humanBytes(s.ReusedBytes))
 	}
 	if s.Deleted > 0 {
-		line += fmt.Sprintf(", %d deleted", s.Deleted)
+		line += fmt.Sprintf(", %d %s", s.Deleted, done(s.gone))
 	}
 	el := time.Duration(s.ElapsedSeconds * float64(time.Second))
-	line += fmt.Sprintf("; %s, %s/s", roundElapsed(el), humanBytes(int64(s.BytesPerSecond)))
+	if s.dryRun {
+		line += fmt.Sprintf("; %s, nothing written", roundElapsed(el))
+	} else {
+		line += fmt.Sprintf("; %s, %s/s", roundElapsed(el), humanBytes(int64(s.BytesPerSecond)))
+	}
 	fmt.Fprintln(w, line)
 }
 
