@@ -8,12 +8,14 @@
 //     manifest's sha256, seq and parent. A pointer that does not read,
 //     decode or pass stops the run before its first write, the lease's:
 //     it is left exactly as it was found, for an operator to inspect.
-//     Then try-acquire the lease "gc". If another collector holds it, Run
-//     does nothing and returns its *lease.HeldError. Then, unless it is a dry
-//     run, register the lease token as the pointer's gc_token with a
-//     compare-and-swap, before planning and whether or not anything will
-//     be deleted. It fences former holders (see Guarantees). A dataset
-//     without a pointer has nothing to register.
+//     Then, unless it is a dry run, try-acquire the lease "gc". If another
+//     collector holds it, Run does nothing and returns its
+//     *lease.HeldError. Then register the lease token as the pointer's
+//     gc_token with a compare-and-swap, before planning and whether or not
+//     anything will be deleted. It fences former holders (see Guarantees).
+//     A dataset without a pointer has nothing to register. A dry run takes
+//     no lease and registers nothing: it only reads, so a role that may
+//     not write can run it, and it plans while another collector works.
 //  2. Read the pointer, list _gen/, and read the manifests the listing
 //     shows, 16 at a time. Then walk the parent chain from the pointer,
 //     verifying each link against the sha256 its child recorded. Anything
@@ -99,7 +101,7 @@
 //     its own stops. Such a write can land only before the registration;
 //     it then counts as made before the takeover (the new holder plans
 //     from it), and it only moves the horizon and floor forward.
-//   - A dry run writes nothing but its own lease.
+//   - A dry run writes nothing, not even the lease.
 //   - A run on a pointer that is corrupt, or does not match the manifest
 //     it names, writes nothing at all, dry run or not (I8).
 //
@@ -190,8 +192,9 @@
 // collection), and a lease PUT before each of them, plus one pointer GET
 // before the lease, to check the pointer (the manifest it names is one of
 // the GETs above), one pointer PUT to register the lease token (every run
-// but a dry run, even one that deletes nothing; a dry run reads the
-// pointer again to plan) and one pointer PUT (horizon and floor) before the
+// but a dry run, even one that deletes nothing; a dry run takes no lease,
+// sends no PUT or DELETE at all, and reads the pointer again to plan) and
+// one pointer PUT (horizon and floor) before the
 // first delete when either moves; on S3, four more LISTs for
 // incomplete multipart uploads (under _gen/, _pin/, _lease/ and the
 // pointer's key). It grows with the garbage and the retained window, not

@@ -87,7 +87,8 @@ type Options struct {
 	// no minimum age.
 	OrphanAge time.Duration
 	// DryRun plans the collection and returns it in the Report without
-	// writing anything but the collector's lease.
+	// writing anything: it takes no lease either, so it needs read access
+	// only, and may run beside a collection.
 	DryRun bool
 	// LeaseTTL is the TTL of the lease "gc"; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
@@ -205,6 +206,11 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if r.o.DryRun {
+		// A plan needs no lease: it writes nothing, so it has nothing to
+		// fence and no collector to exclude.
+		return r.collect(ctx)
+	}
 	l, err := lease.TryAcquire(ctx, r.s, LeaseName, lease.Options{TTL: r.o.LeaseTTL, Owner: r.o.Owner})
 	if err != nil {
 		if errors.Is(err, lease.ErrHeld) {
@@ -221,12 +227,16 @@ func (r *runner) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	if !r.o.DryRun {
-		// A dry run writes nothing, so it has nothing to fence.
-		if err := r.register(ctx, ptr, attrs); err != nil {
-			return err
-		}
+	if err := r.register(ctx, ptr, attrs); err != nil {
+		return err
 	}
+	return r.collect(ctx)
+}
+
+// collect plans the collection and, unless it is a dry run, carries it
+// out; a run that is not a dry run holds the lease and has registered its
+// token.
+func (r *runner) collect(ctx context.Context) (err error) {
 	var p *plan
 	for attempt := 1; ; attempt++ {
 		if p, err = r.plan(ctx); err != nil {
@@ -322,6 +332,9 @@ func (r *runner) renew(ctx context.Context, before string) error {
 // token proves the loss, unless the lease object was deleted and its
 // tokens restarted; then collections are refused until they pass it.
 func (r *runner) fenced(ptr *pointer.Pointer) error {
+	if r.lease == nil {
+		return nil // a dry run: it holds no token and writes nothing
+	}
 	if mine := r.lease.Token(); ptr.GCToken > mine {
 		return fmt.Errorf("gc: %w: lease %q token %d is stale: %s registers a collection with token %d (if %s was deleted, its tokens restarted and must pass %d again)",
 			lease.ErrLost, LeaseName, mine, pointer.Key, ptr.GCToken, lease.Key(LeaseName), ptr.GCToken)

@@ -234,8 +234,8 @@ func TestNoPointer(t *testing.T) {
 	})
 }
 
-// TestDryRun: a dry run writes nothing but its lease, and plans exactly
-// what the real run then does.
+// TestDryRun: a dry run sends no write, not even for a lease, and plans
+// exactly what the real run then does.
 func TestDryRun(t *testing.T) {
 	eachStore(t, true, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
@@ -256,7 +256,10 @@ func TestDryRun(t *testing.T) {
 		assert.Len(t, dry.Deleted, 2)
 		assert.Equal(t, []string{orphan.Generation()}, genIDs(dry.Orphans))
 		assert.Positive(t, dry.ObjectsDeleted)
-		assert.Zero(t, dry.Requests[store.OpDeleteMany])
+		for _, op := range []store.Op{store.OpPut, store.OpDelete, store.OpDeleteMany} {
+			assert.Zero(t, dry.Requests[op], "a dry run sends no %s", op)
+		}
+		assert.Positive(t, dry.Requests[store.OpGet])
 
 		real, err := gc.Run(ctx, s, strict())
 		require.NoError(t, err)

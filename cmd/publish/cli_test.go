@@ -517,6 +517,7 @@ func TestGCDryRun(t *testing.T) {
 	code, _, errs := cli(t, "", "gc", u)
 	assert.Equal(t, exitHeld, code, "another collector holds the lease")
 	assert.Contains(t, errs, "held by")
+	assert.Contains(t, ok(t, "gc", "--dry-run", u), "dry run at seq 4", "a dry run takes no lease")
 }
 
 func TestExitCodes(t *testing.T) {

@@ -32,7 +32,7 @@ func newGCCommand(g *globalOptions) *cobra.Command {
 		Short: "Remove superseded and orphaned generations and expired pins",
 		Long: `Gc runs one collection of the dataset at URL, under the lease "gc", so only
 one collector works at a time; if another holds it, gc exits with status 4
-and says who.
+and says who. gc --dry-run takes no lease (see below).
 
 It keeps the current generation, the last --keep ancestors, ancestors
 superseded less than --grace ago, and pinned generations, and never deletes
@@ -51,7 +51,9 @@ and exits with status 1, naming the key and what is wrong. Before its first
 write it checks the pointer against the manifest it names (seq, parent and
 the manifest's sha256): a pointer that fails is left as it was found, and gc
 writes nothing at all, not even its lease, with --dry-run or without.
---dry-run prints the plan and writes nothing but the collector's lease.
+--dry-run prints the plan and writes nothing at all: it takes no lease, so
+it needs read access only (an auditor's role can run it) and runs even
+while another collector holds the lease.
 See docs/OPERATIONS.md for choosing --grace and --orphan-age.
 
 A large backlog can be collected in bounded steps: --max-delete N deletes
@@ -78,7 +80,7 @@ its next request and releases its lease.` + exitStatus(exitOK, exitError, exitUs
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan; delete nothing")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan; write nothing, take no lease")
 	f.IntVar(&opts.Keep, "keep", gc.DefaultKeep, "ancestors of the current generation to keep")
 	f.DurationVar(&opts.Grace, "grace", gc.DefaultGrace, "keep ancestors superseded less than this long ago, for readers still on them")
 	f.DurationVar(&opts.OrphanAge, "orphan-age", gc.DefaultOrphanAge, "collect uncommitted generations only when their newest object is older than this; longer than any put takes")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,6 +71,35 @@ func TestPutDryRunWritesNothing(t *testing.T) {
 			assert.Regexp(t, `^put: 2 files: 1 uploaded \(4 B\), 1 reused \(3 B\); `, lastLine(ok(t, "put", src, u)))
 			before, writes = listing(t, s), writeRequests(c)
 			assert.Contains(t, ok(t, "put", "--dry-run", src, u), "unchanged, it already holds these 2 files, 7 B; a put would commit nothing\n")
+			assert.Equal(t, writes, writeRequests(c))
+			assert.Equal(t, before, listing(t, s))
+		})
+	}
+}
+
+// TestGCDryRunSendsNoWrite: gc --dry-run prints its plan and sends no
+// write request, not even for the collector's lease, so that a role that
+// may only read can run it; it runs while another collector holds the
+// lease.
+func TestGCDryRunSendsNoWrite(t *testing.T) {
+	for _, f := range dryRunDrivers(t) {
+		t.Run(f.Name, func(t *testing.T) {
+			s := f.New(t)
+			c := store.Count(s)
+			u := hookedURL(t, c)
+			for i := range 3 {
+				ok(t, "put", writeTree(t, map[string]string{"f": strconv.Itoa(i)}), u)
+			}
+			before, writes := listing(t, s), writeRequests(c)
+			out := ok(t, "gc", "--dry-run", "--keep", "0", "--grace", "0", u)
+			assert.Contains(t, out, "dry run at seq 3")
+			assert.Contains(t, out, "would delete (superseded): 2 generations")
+			assert.Equal(t, writes, writeRequests(c), "a dry run sends no write")
+			assert.Equal(t, before, listing(t, s))
+
+			ok(t, "lease", "acquire", u, "gc")
+			before, writes = listing(t, s), writeRequests(c)
+			assert.Contains(t, ok(t, "gc", "--dry-run", "--keep", "0", "--grace", "0", u), "dry run at seq 3")
 			assert.Equal(t, writes, writeRequests(c))
 			assert.Equal(t, before, listing(t, s))
 		})
