@@ -54,9 +54,10 @@ and sha256 is kept (its mode and time are set to the recorded ones, unless
 --no-perms or --no-times), every other file of the snapshot is downloaded
 and verified against the manifest, and files in DEST that are not in the
 snapshot are deleted, as are the directories that this leaves empty. DEST
-and its missing parents are created. It prints one line per change ("+"
-added, "M" content replaced, "m" only the mode or time set, "-" deleted)
-and a summary.
+and its missing parents are created. It prints a summary; -v adds one line
+per change on stderr ("+" added, "M" content replaced, "m" only the mode or
+time set, "-" deleted). --dry-run prints the same, saying what would be
+done, and changes nothing.
 
 What is atomic, and what is not. Each file is replaced atomically: it is
 downloaded to a temporary name in its own directory (.NAME.publish-sync-*),
@@ -176,6 +177,7 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 	}
 	res := s.res
 	res.Summary = newSummary("sync", "downloaded", "unchanged")
+	res.Summary.dryRun = opts.DryRun
 	res.Summary.Files = len(entries)
 	res.Summary.Transferred = len(res.Added) + len(res.Updated)
 	res.Summary.TransferredBytes = res.Bytes
@@ -194,22 +196,24 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 	if opts.JSON {
 		return writeJSON(stdout, res)
 	}
-	stdout = opts.out(stdout)
-	defer res.Summary.write(stdout)
+	// One line per change at -v, on stderr as put's and get's.
 	for _, c := range []struct {
 		op    string
 		paths []string
 	}{{"+", res.Added}, {"M", res.Updated}, {"m", res.Attrs}, {"-", res.Deleted}} {
 		for _, p := range c.paths {
-			fmt.Fprintf(stdout, "%s %s\n", c.op, p)
+			opts.fileAction(stderr, c.op, p)
 		}
 	}
-	verb := "synced"
+	stdout = opts.out(stdout)
 	if opts.DryRun {
-		verb = "would sync (dry run)"
+		fmt.Fprintf(stdout, "dry run of sync of seq %d generation %s into %s: would add %d, update %d, delete %d, leave %d unchanged (%d with mode or time to set), download %s; nothing was changed\n",
+			res.Seq, res.Generation, dest, len(res.Added), len(res.Updated), len(res.Deleted), res.Unchanged+len(res.Attrs), len(res.Attrs), humanBytes(res.Bytes))
+	} else {
+		fmt.Fprintf(stdout, "synced seq %d generation %s into %s: %d added, %d updated, %d deleted, %d unchanged (%d with mode or time set), %s downloaded\n",
+			res.Seq, res.Generation, dest, len(res.Added), len(res.Updated), len(res.Deleted), res.Unchanged+len(res.Attrs), len(res.Attrs), humanBytes(res.Bytes))
 	}
-	fmt.Fprintf(stdout, "%s seq %d generation %s into %s: %d added, %d updated, %d deleted, %d unchanged (%d with mode or time set), %s downloaded\n",
-		verb, res.Seq, res.Generation, dest, len(res.Added), len(res.Updated), len(res.Deleted), res.Unchanged+len(res.Attrs), len(res.Attrs), humanBytes(res.Bytes))
+	res.Summary.write(stdout)
 	return nil
 }
 

@@ -238,14 +238,15 @@ func TestSync(t *testing.T) {
 			require.NoError(t, os.RemoveAll(filepath.Join(dest, "sub", "deep")))
 			require.NoError(t, os.Symlink(outside, filepath.Join(dest, "sub", "deep")))
 
-			out := tg.ok(t, "sync", "--exclude", "*.local", url, dest)
-			assert.Contains(t, out, "M a.txt\n")
-			assert.Contains(t, out, "m run.sh\n")
-			assert.Contains(t, out, "- extra.txt\n")
-			assert.Contains(t, out, "- old/dir/f\n")
-			assert.Contains(t, out, "- sub/deep\n")
-			assert.Contains(t, out, "+ sub/deep/c.txt\n")
-			assert.Contains(t, out, "1 added, 1 updated, 3 deleted")
+			r := tg.run(t, "-v", "sync", "--exclude", "*.local", url, dest)
+			require.Zero(t, r.code, r.stderr)
+			assert.Contains(t, r.stderr, "M a.txt\n")
+			assert.Contains(t, r.stderr, "m run.sh\n")
+			assert.Contains(t, r.stderr, "- extra.txt\n")
+			assert.Contains(t, r.stderr, "- old/dir/f\n")
+			assert.Contains(t, r.stderr, "- sub/deep\n")
+			assert.Contains(t, r.stderr, "+ sub/deep/c.txt\n")
+			assert.Contains(t, r.stdout, "1 added, 1 updated, 3 deleted")
 			want := map[string]string{"notes.local": "mine"}
 			for p, b := range files {
 				want[p] = b
@@ -259,14 +260,15 @@ func TestSync(t *testing.T) {
 			assert.True(t, fi.IsDir(), "the link was replaced by a directory")
 
 			// Without the filter, the excluded file goes too.
-			out = tg.ok(t, "sync", url, dest)
-			assert.Contains(t, out, "- notes.local\n")
+			r = tg.run(t, "-v", "sync", url, dest)
+			require.Zero(t, r.code, r.stderr)
+			assert.Contains(t, r.stderr, "- notes.local\n")
 			assert.Equal(t, files, readTree(t, dest))
 
 			// A DEST that is a link is refused.
 			link := filepath.Join(t.TempDir(), "link")
 			require.NoError(t, os.Symlink(outside, link))
-			r := tg.run(t, "sync", url, link)
+			r = tg.run(t, "sync", url, link)
 			assert.Equal(t, exitError, r.code)
 			assert.Contains(t, r.stderr, "DEST "+link+" is a symbolic link")
 		})
