@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
 )
 
 type rollbackOptions struct {
@@ -45,6 +47,10 @@ generation is kept below the floor). Otherwise, or if a collection moves
 the floor past the older generation before the rollback pinned it, the
 rollback is refused (status 6) and nothing changes.
 
+A rollback to the files the current generation holds already (a second
+rollback to the same version, say) prints "unchanged" and commits nothing,
+as put does for an unchanged tree.
+
 Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish rollback s3://bucket/daily --to 41
   publish rollback s3://bucket/daily --tag release-2026-11-24
@@ -61,6 +67,14 @@ Like put, rollback exits with status 3 if another writer commits first.` + exitS
 	cmd.MarkFlagsOneRequired("to", "tag")
 	cmd.MarkFlagsMutuallyExclusive("to", "tag")
 	return cmd
+}
+
+// sameFiles reports whether two generations hold the same files: the same
+// paths with the same size, sha256 and mode.
+func sameFiles(a, b []generation.Entry) bool {
+	return slices.EqualFunc(a, b, func(x, y generation.Entry) bool {
+		return x.Path == y.Path && x.Size == y.Size && x.SHA256 == y.SHA256 && x.Mode == y.Mode
+	})
 }
 
 // rollbackPinTTL is how long the pin that holds a rollback's target lasts
@@ -81,6 +95,22 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 	target, err := openSnapshot(ctx, d, opts.URL, opts.To)
 	if err != nil {
 		return err
+	}
+	current, err := openSnapshot(ctx, d, opts.URL, "")
+	if err != nil {
+		return err
+	}
+	if sameFiles(current.Files(), target.Files()) {
+		// As put of an unchanged tree: a commit would change nothing.
+		res := putResult{Seq: current.Seq(), Generation: current.Generation(), Parent: current.Pointer.Parent,
+			Files: len(target.Files()), Bytes: target.Manifest.TotalSize(), Unchanged: true}
+		res.Reused = res.Files
+		if opts.JSON {
+			return writeJSON(stdout, res)
+		}
+		fmt.Fprintf(opts.out(stdout), "unchanged: seq %d generation %s already holds the files of seq %d (%s, %s); nothing committed\n",
+			res.Seq, res.Generation, target.Seq(), plural(res.Files, "file"), humanBytes(res.Bytes))
+		return nil
 	}
 	// A pin holds the target for the commit: the collector keeps it, and
 	// the commit may then reference it even below the collector's floor.

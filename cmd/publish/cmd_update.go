@@ -27,7 +27,9 @@ type updateOptions struct {
 	URL, Key string
 	Command  []string
 	Attempts int
-	stdin    io.Reader
+	// AllowEmpty writes CMD's output even when it is empty.
+	AllowEmpty bool
+	stdin      io.Reader
 }
 
 func newUpdateCommand(g *globalOptions) *cobra.Command {
@@ -52,14 +54,17 @@ object, update checks that the store enforces conditional writes (see
 'publish probe'). CMD sees COMMITPTR_EXISTS=1 when the object exists and 0
 when it does not (its stdin is then empty, so a filter must handle empty
 input: jq needs -n and 'input? // {}'). If CMD fails on its first run,
-nothing is written. The object is at most 64 MiB.
+nothing is written. An empty output is refused (status 1, nothing written):
+it is more often a broken filter than a wish to empty the object; pass
+--allow-empty to write it. The object is at most 64 MiB.
 
 An update with an ambiguous response is resolved by reading the object
 back. If that is impossible, or if update has to stop (CMD fails on a
 re-run, the attempts run out, an interrupt) while an earlier write of its
 own is unsettled and may still land, the exit status is 5: look at the
 object before running the update again.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitInterrupted) + `
-  (3 when every attempt lost to another writer; 1 when CMD failed)`,
+  (3 when every attempt lost to another writer; 1 when CMD failed, or wrote
+  nothing without --allow-empty)`,
 		Example: `  publish update s3://bucket/state.json -- jq -n 'input? // {} | .runs += 1'
   publish update file:///srv/shared counter -- sh -c 'read n; echo $((${n:-0} + 1))'`,
 		Args: cobra.MinimumNArgs(2),
@@ -85,6 +90,7 @@ object before running the update again.` + exitStatus(exitOK, exitError, exitUsa
 		},
 	}
 	cmd.Flags().IntVar(&opts.Attempts, "attempts", 50, "give up after this many lost races")
+	cmd.Flags().BoolVar(&opts.AllowEmpty, "allow-empty", false, "write CMD's output even when it is empty (default: refuse, status 1)")
 	return cmd
 }
 
@@ -182,6 +188,10 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 			probed = true
 		}
 		out, err := runFilter(ctx, opts.Command, old, exists, stderr)
+		if err == nil && len(out) == 0 && !opts.AllowEmpty {
+			// Most likely a broken filter, not a wish to empty the object.
+			err = fmt.Errorf("%s wrote nothing, which would leave the object empty; pass --allow-empty if that is what you want", opts.Command[0])
+		}
 		filterFailed = err != nil
 		return out, err
 	})
