@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
 )
 
 type putOptions struct {
@@ -91,7 +93,9 @@ for a lone one); a file whose object is missing or damaged is uploaded
 again, so publishing again repairs such a dataset. --no-reuse uploads
 every file. Files that are not in SRC are not in the new generation, nor
 are the files the filters leave out (see Filters below) or empty
-directories. A single file is published under its base name.
+directories. A single file is published under its base name. A local
+store (file:// or a path) inside SRC, as in 'put . ./store', is left out
+of SRC with everything below it; -v says so.
 
 Each file's permission bits (at most 0777) and modification time are
 recorded in the manifest; 'publish get' and 'publish sync' restore them. A
@@ -226,7 +230,9 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	files, err := collect(ctx, opts.Src, links, &opts.Filters)
+	files, err := collectExcept(ctx, opts.Src, links, &opts.Filters, localStoreDir(opts.URL), func(local, rel string) {
+		opts.fileAction(stderr, "excluded", rel+"/ (the store's own directory)")
+	})
 	if err != nil {
 		return err
 	}
@@ -395,6 +401,17 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// localStoreDir is the directory of a file:// store (a plain path is
+// one), or "" for a store of another kind: put leaves it out of SRC, so
+// that 'put . ./store' does not publish the store's own objects.
+func localStoreDir(rawURL string) string {
+	u, err := store.ParseURL(rawURL)
+	if err != nil || u.Scheme != "file" {
+		return ""
+	}
+	return filepath.FromSlash(u.Path)
+}
+
 // stage uploads the files in parallel.
 func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, stderr io.Writer) error {
 	var total int64
@@ -560,7 +577,7 @@ func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, file
 		return writeJSON(stdout, res)
 	}
 	stdout = opts.out(stdout)
-	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds these %s, %s; nothing committed (--allow-unchanged commits anyway)\n",
+	fmt.Fprintf(stdout, "unchanged: seq %d generation %s already holds exactly these files (%s, %s); nothing committed (--allow-unchanged commits anyway)\n",
 		res.Seq, res.Generation, plural(res.Files, "file"), humanBytes(res.Bytes))
 	return nil
 }

@@ -42,14 +42,14 @@ func linkDAG(t *testing.T, depth int) string {
 // without bound.
 func TestCollectBoundedByManifest(t *testing.T) {
 	src := linkDAG(t, 14) // 2^14 - 1 paths to files, far more than the bound holds
-	_, err := collectUpTo(context.Background(), src, linksFollow, &filters{}, 64<<10)
+	_, err := collectUpTo(context.Background(), src, linksFollow, &filters{}, 64<<10, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), src)
 	assert.Contains(t, err.Error(), "more files than one generation can list")
 	assert.Contains(t, err.Error(), "--links follow")
 
 	// The same tree with a bound it fits in is listed whole.
-	files, err := collectUpTo(context.Background(), linkDAG(t, 4), linksFollow, &filters{}, 64<<10)
+	files, err := collectUpTo(context.Background(), linkDAG(t, 4), linksFollow, &filters{}, 64<<10, nil)
 	require.NoError(t, err)
 	assert.Len(t, files, 15+7+3+1) // below di, 2^(4-i) - 1 paths lead to a file
 	assert.EqualValues(t, generation.MaxDecoded, collectBound, "put lists what a reader accepts")

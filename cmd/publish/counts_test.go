@@ -19,7 +19,7 @@ func TestCountsReadRight(t *testing.T) {
 	out := ok(t, "put", src, u)
 	assert.Contains(t, out, ": 1 file (0 reused), ")
 	assert.Regexp(t, `^put: 1 file: 1 uploaded`, lastLine(out))
-	assert.Contains(t, ok(t, "put", src, u), "already holds these 1 file,")
+	assert.Contains(t, ok(t, "put", src, u), "already holds exactly these files (1 file, 1 B);")
 	ok(t, "put", writeTree(t, map[string]string{"f": "2"}), u)
 	assert.Contains(t, ok(t, "rollback", u, "--to", "1"), "(1 file, ")
 	assert.Contains(t, ok(t, "get", u, filepath.Join(t.TempDir(), "out")), ": 1 file, ")

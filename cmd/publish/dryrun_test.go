@@ -70,7 +70,7 @@ func TestPutDryRunWritesNothing(t *testing.T) {
 			// What the dry run said is what put does.
 			assert.Regexp(t, `^put: 2 files: 1 uploaded \(4 B\), 1 reused \(3 B\); `, lastLine(ok(t, "put", src, u)))
 			before, writes = listing(t, s), writeRequests(c)
-			assert.Contains(t, ok(t, "put", "--dry-run", src, u), "unchanged, it already holds these 2 files, 7 B; a put would commit nothing\n")
+			assert.Contains(t, ok(t, "put", "--dry-run", src, u), "unchanged, it already holds exactly these files (2 files, 7 B); a put would commit nothing\n")
 			assert.Equal(t, writes, writeRequests(c))
 			assert.Equal(t, before, listing(t, s))
 		})

@@ -119,7 +119,7 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 	}
 	switch {
 	case res.Unchanged && !opts.AllowUnchanged:
-		fmt.Fprintf(out, "dry run %s: unchanged, it already holds these %s, %s; a put would commit nothing\n",
+		fmt.Fprintf(out, "dry run %s: unchanged, it already holds exactly these files (%s, %s); a put would commit nothing\n",
 			at, plural(res.Files, "file"), humanBytes(res.Bytes))
 	case opts.Into != "":
 		fmt.Fprintf(out, "dry run %s: a put would commit %s under %s (%d reused), %s; %s outside it kept; nothing was written\n",

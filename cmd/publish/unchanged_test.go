@@ -48,3 +48,23 @@ func TestUpdateRefusesEmptyOutput(t *testing.T) {
 	assert.Contains(t, ok(t, "update", "--allow-empty", u, "state", "--", "true"), "updated state (0 bytes")
 	assert.Empty(t, ok(t, "cat", "--object", u, "state"))
 }
+
+// TestPutLeavesOutStoreInsideSRC: 'put . ./store' leaves the store's own
+// directory out of SRC, and says so at -v: the second run is unchanged,
+// and the dataset holds SRC's files only.
+func TestPutLeavesOutStoreInsideSRC(t *testing.T) {
+	src := writeTree(t, map[string]string{"a": "1", "sub/b": "2"})
+	t.Chdir(src)
+	out := ok(t, "put", ".", "./store")
+	assert.Contains(t, out, ": 2 files (0 reused)")
+	code, out, errs := cli(t, "", "-v", "put", ".", "./store")
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `^unchanged: seq 1 `, out)
+	assert.Contains(t, errs, "excluded store/ (the store's own directory)\n")
+	assert.Equal(t, "1  a\n1  sub/b\n", ok(t, "ls", "./store"))
+
+	// Named as a file:// URL, the same directory is left out too.
+	code, out, errs = cli(t, "", "put", src, "file://"+filepath.Join(src, "store"))
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `^unchanged: seq 1 `, out)
+}

@@ -53,6 +53,11 @@ type collector struct {
 	// would accept that manifest (links followed over and over can make
 	// the walk grow without bound).
 	manifest, maxManifest int64
+	// except is a resolved directory left out of the walk, with
+	// everything below it: the destination store's own directory when
+	// it lies inside SRC. excluded is told when the walk meets it.
+	except   string
+	excluded func(local, rel string)
 }
 
 // collect lists the files of SRC: every regular file below a directory, or
@@ -60,7 +65,26 @@ type collector struct {
 // links says; special files are refused. It stops when ctx is done, and
 // when SRC holds more files than one manifest can list.
 func collect(ctx context.Context, src string, links linkMode, keep *filters) ([]srcFile, error) {
-	return collectUpTo(ctx, src, links, keep, collectBound)
+	return collectUpTo(ctx, src, links, keep, collectBound, nil)
+}
+
+// collectExcept is collect that leaves out the directory except (a local
+// path; "" for none) and everything below it, calling excluded when the
+// walk meets it.
+func collectExcept(ctx context.Context, src string, links linkMode, keep *filters, except string, excluded func(local, rel string)) ([]srcFile, error) {
+	return collectUpTo(ctx, src, links, keep, collectBound, func(c *collector) {
+		if except == "" {
+			return
+		}
+		real, err := filepath.EvalSymlinks(except)
+		if err != nil {
+			// Not there yet: nothing of it can be in SRC.
+			return
+		}
+		if c.except, err = filepath.Abs(real); err == nil {
+			c.excluded = excluded
+		}
+	})
 }
 
 // collectBound is the most bytes a manifest may take that collect lists
@@ -68,7 +92,7 @@ func collect(ctx context.Context, src string, links linkMode, keep *filters) ([]
 const collectBound = generation.MaxDecoded
 
 // collectUpTo is collect with the manifest bound as a parameter.
-func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters, maxManifest int64) ([]srcFile, error) {
+func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters, maxManifest int64, setup func(*collector)) ([]srcFile, error) {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return nil, fmt.Errorf("SRC %s: %w", src, unwrapPathError(err))
@@ -106,6 +130,9 @@ func collectUpTo(ctx context.Context, src string, links linkMode, keep *filters,
 		return nil, err
 	}
 	c := &collector{ctx: ctx, src: src, root: root, links: links, keep: keep, maxManifest: maxManifest}
+	if setup != nil {
+		setup(c)
+	}
 	if err := c.walk(src, "", map[string]bool{root: true}); err != nil {
 		return nil, err
 	}
@@ -161,6 +188,14 @@ func (c *collector) walk(dir, prefix string, ancestors map[string]bool) error {
 }
 
 func (c *collector) walkDir(p, rel, real string, ancestors map[string]bool) error {
+	if c.except != "" {
+		if abs, err := filepath.Abs(real); err == nil && abs == c.except {
+			if c.excluded != nil {
+				c.excluded(p, rel)
+			}
+			return nil
+		}
+	}
 	if ancestors[real] {
 		return fmt.Errorf("SRC %s: symbolic link loop: it leads back to %s", p, real)
 	}
