@@ -108,6 +108,9 @@ func (g *globalOptions) completeFrom(cmd *cobra.Command, args []string, toComple
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), completeTimeout)
 	defer cancel()
+	if g.fromEnv() != nil {
+		return nil
+	}
 	s, err := g.openStore(ctx, args[i])
 	if err != nil {
 		return nil

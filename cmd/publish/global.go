@@ -68,6 +68,39 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 
+// envPrefix begins the environment variable of each global flag.
+const envPrefix = "PUBLISH_"
+
+// envName is the environment variable of a global flag: PUBLISH_ and the
+// flag's name in upper case, dashes as underscores (rclone's convention).
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// fromEnv sets each global flag not given on the command line from its
+// environment variable, if set and not empty; the command line wins. A
+// value the flag does not take is a usage error naming the variable. A
+// flag set this way counts as given (see explicitTimeouts).
+func (g *globalOptions) fromEnv() error {
+	if g.flags == nil {
+		return nil
+	}
+	var errs []error
+	g.flags.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		v := os.Getenv(envName(f.Name))
+		if v == "" {
+			return
+		}
+		if err := g.flags.Set(f.Name, v); err != nil {
+			errs = append(errs, usagef("%s=%q: %v", envName(f.Name), v, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
 // out is where a transfer command writes its lines for people: stdout, or
 // nothing with -q (--json output is written to stdout regardless).
 func (g *globalOptions) out(stdout io.Writer) io.Writer {

@@ -32,14 +32,21 @@ Credentials come from the standard AWS chain (environment, shared config,
 instance roles), for az:// from AZURE_STORAGE_CONNECTION_STRING or azidentity's
 default chain, and never appear in any output.
 
+Every global flag can also be set in the environment as PUBLISH_<FLAG>,
+upper case with dashes as underscores, as rclone does: PUBLISH_ENDPOINT,
+PUBLISH_PATH_STYLE=true, PUBLISH_TIMEOUT=1m, PUBLISH_VERBOSE=2. A flag on
+the command line wins over its variable.
+
 The first write to a dataset, a lease or a shared object (put on a dataset
 without commits, the first acquisition of a lease name, update creating an
 object) checks that the store enforces conditional writes (see 'publish
 probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			err := g.fromEnv()
 			g.initLogger(cmd.ErrOrStderr())
+			return err
 		},
 	}
 	root.Version = versionLine()
