@@ -47,9 +47,9 @@ generation is kept below the floor). Otherwise, or if a collection moves
 the floor past the older generation before the rollback pinned it, the
 rollback is refused (status 6) and nothing changes.
 
-A rollback to the files the current generation holds already (a second
-rollback to the same version, say) prints "unchanged" and commits nothing,
-as put does for an unchanged tree.
+A rollback to the files the current generation holds already, in the same
+objects (a second rollback to the same version, say), prints "unchanged"
+and commits nothing, as put does for an unchanged tree.
 
 Like put, rollback exits with status 3 if another writer commits first.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish rollback s3://bucket/daily --to 41
@@ -69,11 +69,16 @@ Like put, rollback exits with status 3 if another writer commits first.` + exitS
 	return cmd
 }
 
-// sameFiles reports whether two generations hold the same files: the same
-// paths with the same size, sha256 and mode.
+// sameFiles reports whether two generations hold the same files in the
+// same objects: the same paths, each with the same object key, encoding,
+// size, sha256 and mode. A rollback's commit references the target's
+// objects, so the generation it commits is like that; a generation with
+// the same content in other objects is not, and the rollback goes ahead
+// (proving the target's objects first).
 func sameFiles(a, b []generation.Entry) bool {
 	return slices.EqualFunc(a, b, func(x, y generation.Entry) bool {
-		return x.Path == y.Path && x.Size == y.Size && x.SHA256 == y.SHA256 && x.Mode == y.Mode
+		return x.Path == y.Path && x.Key == y.Key && x.Encoding == y.Encoding &&
+			x.Size == y.Size && x.SHA256 == y.SHA256 && x.Mode == y.Mode
 	})
 }
 
