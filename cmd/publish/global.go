@@ -280,15 +280,14 @@ func (r refFlags) ref() (string, error) {
 	return "", nil
 }
 
-// openSnapshot opens the current snapshot, or the one ref names.
+// openSnapshot opens the current snapshot, or the one ref names (a seq
+// number, a generation id or tag:NAME, resolved as commit.ParseRef reads it).
 func openSnapshot(ctx context.Context, d *commit.Dataset, rawURL, ref string) (*commit.Snapshot, error) {
-	var snap *commit.Snapshot
-	var err error
-	if ref == "" {
-		snap, err = d.Open(ctx)
-	} else {
-		snap, err = d.OpenAt(ctx, ref)
+	r, err := commit.ParseRef(ref)
+	if err != nil {
+		return nil, &usageError{err}
 	}
+	snap, err := d.OpenRef(ctx, r)
 	return snap, describe(rawURL, err)
 }
 
