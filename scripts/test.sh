@@ -15,6 +15,7 @@ export COMMITPTR_VERSITYGW="$PWD/.cache/bin/versitygw"
 install_azurite
 export COMMITPTR_AZURITE="$PWD/.cache/azurite/node_modules/.bin/azurite-blob"
 export COMMITPTR_FAKE_GCS_SERVER="$PWD/.cache/bin/fake-gcs-server"
+install_clients
 
 static_checks
 echo "==> go test -race"

@@ -56,3 +56,24 @@ static_checks() {
 	echo "==> staticcheck"
 	.cache/bin/staticcheck ./...
 }
+
+# install_clients installs the S3 clients the serve tests drive (Debian's
+# awscli, python3-boto3 and rclone) with apt-get where one is missing, and
+# exports their paths: COMMITPTR_AWS, COMMITPTR_PYTHON (a python3 that
+# imports boto3) and COMMITPTR_RCLONE. The paths are the system's own, as
+# another aws or python3 may come first on PATH.
+install_clients() {
+	local missing=()
+	[ -x /usr/bin/aws ] || missing+=(awscli)
+	/usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
+	[ -x /usr/bin/rclone ] || missing+=(rclone)
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "==> installing ${missing[*]} (apt-get)"
+		local sudo=()
+		[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+		export DEBIAN_FRONTEND=noninteractive
+		"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+		"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
+	fi
+	export COMMITPTR_AWS=/usr/bin/aws COMMITPTR_PYTHON=/usr/bin/python3 COMMITPTR_RCLONE=/usr/bin/rclone
+}

@@ -79,6 +79,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newRunCommand(g),
 		newFencesCommand(g),
 		newVersionCommand(),
+		newServeCommand(g),
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)

@@ -1,0 +1,238 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// snapshots resolves the refs of one dataset to snapshots. Manifests are
+// cached by generation, as a generation never changes; the pointer is read
+// again at most every refresh, and a tag as often. Each cached generation
+// is held by a pin of the dataset, renewed while the generation is in use,
+// so that the collector keeps what a reader is in the middle of.
+type snapshots struct {
+	d       *commit.Dataset
+	refresh time.Duration
+	pinTTL  time.Duration
+	owner   string
+	log     *slog.Logger
+	now     func() time.Time
+
+	// curMu serialises reads of the pointer, so that a burst of requests
+	// after the refresh interval reads it once.
+	curMu sync.Mutex
+	cur   *commit.Snapshot
+	curAt time.Time
+
+	mu    sync.Mutex
+	byGen map[string]*cached
+	bySeq map[uint64]string
+	tags  map[string]tagged
+}
+
+type cached struct {
+	snap     *commit.Snapshot
+	lastUsed time.Time
+	pin      *commit.Pin // nil when the pin could not be written
+}
+
+type tagged struct {
+	gen string
+	at  time.Time
+}
+
+func newSnapshots(d *commit.Dataset, o *Options) *snapshots {
+	return &snapshots{
+		d: d, refresh: o.Refresh, pinTTL: o.PinTTL, owner: o.Owner, log: o.Logger, now: time.Now,
+		byGen: map[string]*cached{}, bySeq: map[uint64]string{}, tags: map[string]tagged{},
+	}
+}
+
+// resolve returns the snapshot ref names.
+func (s *snapshots) resolve(ctx context.Context, ref commit.Ref) (*commit.Snapshot, error) {
+	switch ref.Kind {
+	case commit.RefCurrent:
+		return s.current(ctx)
+	case commit.RefGen:
+		return s.generation(ctx, ref.Name)
+	case commit.RefSeq:
+		s.mu.Lock()
+		gen, ok := s.bySeq[ref.Seq]
+		s.mu.Unlock()
+		if ok {
+			return s.generation(ctx, gen)
+		}
+	case commit.RefTag:
+		s.mu.Lock()
+		t, ok := s.tags[ref.Name]
+		s.mu.Unlock()
+		if ok && s.now().Sub(t.at) < s.refresh {
+			return s.generation(ctx, t.gen)
+		}
+	}
+	snap, err := s.d.OpenRef(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	snap = s.remember(ctx, snap)
+	if ref.Kind == commit.RefTag {
+		s.mu.Lock()
+		s.tags[ref.Name] = tagged{gen: snap.Generation(), at: s.now()}
+		s.mu.Unlock()
+	}
+	return snap, nil
+}
+
+// current returns the current snapshot, reading the pointer if it was last
+// read refresh ago or more.
+func (s *snapshots) current(ctx context.Context) (*commit.Snapshot, error) {
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	now := s.now()
+	if s.cur != nil && now.Sub(s.curAt) < s.refresh {
+		s.touch(s.cur.Generation())
+		return s.cur, nil
+	}
+	p, _, err := pointer.Read(ctx, s.d.Store())
+	if errors.Is(err, store.ErrNotExist) {
+		return nil, fmt.Errorf("%w (no %s)", commit.ErrNoCommits, pointer.Key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var snap *commit.Snapshot
+	if s.cur != nil && s.cur.Generation() == p.Generation {
+		snap = s.cur
+	} else if snap = s.generationCached(p.Generation); snap == nil {
+		if snap, err = s.d.Open(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.cur, s.curAt = s.remember(ctx, snap), now
+	return s.cur, nil
+}
+
+// generation returns the snapshot of generation gen, from the cache or
+// found through the history (or a pin or tag) of the current pointer.
+func (s *snapshots) generation(ctx context.Context, gen string) (*commit.Snapshot, error) {
+	if snap := s.generationCached(gen); snap != nil {
+		return snap, nil
+	}
+	snap, err := s.d.OpenRef(ctx, commit.GenRef(gen))
+	if err != nil {
+		return nil, err
+	}
+	return s.remember(ctx, snap), nil
+}
+
+func (s *snapshots) generationCached(gen string) *commit.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.byGen[gen]
+	if !ok {
+		return nil
+	}
+	c.lastUsed = s.now()
+	return c.snap
+}
+
+func (s *snapshots) touch(gen string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.byGen[gen]; ok {
+		c.lastUsed = s.now()
+	}
+}
+
+// remember caches snap and pins its generation, unless it is cached
+// already; it returns the cached snapshot.
+func (s *snapshots) remember(ctx context.Context, snap *commit.Snapshot) *commit.Snapshot {
+	gen := snap.Generation()
+	s.mu.Lock()
+	if c, ok := s.byGen[gen]; ok {
+		c.lastUsed = s.now()
+		s.mu.Unlock()
+		return c.snap
+	}
+	c := &cached{snap: snap, lastUsed: s.now()}
+	s.byGen[gen] = c
+	s.bySeq[snap.Seq()] = gen
+	s.mu.Unlock()
+	if s.pinTTL > 0 {
+		pin, err := snap.Pin(ctx, s.pinTTL, s.owner)
+		if err != nil {
+			// Serving goes on: the generation is readable while the
+			// collector retains it, as for any reader without a pin.
+			s.log.Warn("serve: cannot pin the generation it serves", "generation", gen, "seq", snap.Seq(), "err", err)
+		} else {
+			s.mu.Lock()
+			c.pin = pin
+			s.mu.Unlock()
+		}
+	}
+	return snap
+}
+
+// maintain renews the pins of the generations used within the pin's TTL,
+// and forgets (and unpins) the others, except the current one.
+func (s *snapshots) maintain(ctx context.Context) {
+	s.curMu.Lock()
+	var curGen string
+	if s.cur != nil {
+		curGen = s.cur.Generation()
+	}
+	s.curMu.Unlock()
+	now := s.now()
+	s.mu.Lock()
+	var renew, release []*commit.Pin
+	for gen, c := range s.byGen {
+		if gen != curGen && now.Sub(c.lastUsed) >= s.pinTTL {
+			delete(s.byGen, gen)
+			delete(s.bySeq, c.snap.Seq())
+			if c.pin != nil {
+				release = append(release, c.pin)
+			}
+			continue
+		}
+		if c.pin != nil {
+			renew = append(renew, c.pin)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range renew {
+		if err := p.Renew(ctx); err != nil {
+			s.log.Warn("serve: cannot renew a pin", "pin", p.Key, "err", err)
+		}
+	}
+	for _, p := range release {
+		if err := p.Release(ctx); err != nil {
+			s.log.Warn("serve: cannot release a pin", "pin", p.Key, "err", err)
+		}
+	}
+}
+
+// releaseAll deletes every pin the server holds.
+func (s *snapshots) releaseAll(ctx context.Context) error {
+	s.mu.Lock()
+	var pins []*commit.Pin
+	for _, c := range s.byGen {
+		if c.pin != nil {
+			pins = append(pins, c.pin)
+			c.pin = nil
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, p := range pins {
+		errs = append(errs, p.Release(ctx))
+	}
+	return errors.Join(errs...)
+}
