@@ -1,0 +1,138 @@
+package serve_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/serve"
+	"github.com/commitptr/commitptr/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+
+// benchStores are the stores the benchmarks read from: the file system and
+// S3 (the versitygw test server on loopback).
+func benchStores() []teststores.Factory {
+	var out []teststores.Factory
+	for _, f := range teststores.All() {
+		if f.Name == "fs" || f.Name == "s3" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// BenchmarkGet1MiB reads 1 MiB files, verified, directly from the store
+// (commit.Snapshot.Open, as publish get reads) and through serve (an S3
+// GetObject over loopback HTTP).
+func BenchmarkGet1MiB(b *testing.B) {
+	const files = 16
+	body := make([]byte, 1<<20)
+	_, _ = rand.Read(body)
+	for _, f := range benchStores() {
+		d := commit.New(f.New(b))
+		ctx := context.Background()
+		tx, err := d.Begin(ctx)
+		require.NoError(b, err)
+		for i := range files {
+			require.NoError(b, tx.PutBytes(ctx, fmt.Sprintf("f%02d", i), body))
+		}
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(b, err)
+		snap, err := d.Open(ctx)
+		require.NoError(b, err)
+		url := startServer(b, map[string]*commit.Dataset{"daily": d}, serve.Options{})
+		c := s3Client(url, "any", "any")
+
+		b.Run(f.Name+"/direct", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			i := 0
+			for b.Loop() {
+				rc, err := snap.Open(ctx, fmt.Sprintf("f%02d", i%files))
+				require.NoError(b, err)
+				n, err := io.Copy(io.Discard, rc)
+				rc.Close()
+				require.NoError(b, err)
+				require.EqualValues(b, len(body), n)
+				i++
+			}
+		})
+		b.Run(f.Name+"/serve", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			i := 0
+			for b.Loop() {
+				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("daily"), Key: aws.String(fmt.Sprintf("current/f%02d", i%files))})
+				require.NoError(b, err)
+				n, err := io.Copy(io.Discard, out.Body)
+				out.Body.Close()
+				require.NoError(b, err)
+				require.EqualValues(b, len(body), n)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkList100k lists a snapshot of 100,000 files in pages of 1,000:
+// directly (a LIST of the generation's prefix in the store) and through
+// serve (ListObjectsV2 of current/). One op is the whole listing.
+func BenchmarkList100k(b *testing.B) {
+	const files = 100_000
+	f := benchStores()[0] // fs: 100,000 PUTs to the S3 test server take minutes
+	d := commit.New(f.New(b))
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	require.NoError(b, err)
+	for i := range files {
+		require.NoError(b, tx.PutBytes(ctx, fmt.Sprintf("part=%03d/file-%06d.parquet", i/1000, i), []byte{byte(i)}))
+	}
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(b, err)
+	snap, err := d.Open(ctx)
+	require.NoError(b, err)
+	url := startServer(b, map[string]*commit.Dataset{"daily": d}, serve.Options{})
+	c := s3Client(url, "any", "any")
+
+	b.Run(f.Name+"/direct", func(b *testing.B) {
+		for b.Loop() {
+			n, req := 0, store.ListRequest{Prefix: generation.Prefix(snap.Generation()), MaxKeys: 1000}
+			for {
+				page, err := d.Store().List(ctx, req)
+				require.NoError(b, err)
+				n += len(page.Objects)
+				if page.Next == "" {
+					break
+				}
+				req.Token = page.Next
+			}
+			require.GreaterOrEqual(b, n, files)
+		}
+	})
+	b.Run(f.Name+"/serve", func(b *testing.B) {
+		for b.Loop() {
+			n, in := 0, &s3.ListObjectsV2Input{Bucket: aws.String("daily"), Prefix: aws.String("current/"), MaxKeys: aws.Int32(1000)}
+			for {
+				page, err := c.ListObjectsV2(ctx, in)
+				require.NoError(b, err)
+				n += len(page.Contents)
+				if page.NextContinuationToken == nil {
+					break
+				}
+				in.ContinuationToken = page.NextContinuationToken
+			}
+			require.Equal(b, files, n)
+		}
+	})
+}
