@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/serve"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
@@ -331,4 +332,40 @@ func TestServePinsTheGenerationsItServes(t *testing.T) {
 	require.Equal(t, snap.Generation(), gen)
 	require.NoError(t, srv.Close(context.Background()))
 	require.Empty(t, pins(), "Close releases the pins")
+}
+
+func TestServeKeepsTheGenerationsItServesFromGc(t *testing.T) {
+	d := fsDataset(t)
+	big := strings.Repeat("generation one ", 200_000)
+	commitFiles(t, d, map[string]string{"big": big})
+	url := startServer(t, map[string]*commit.Dataset{"daily": d}, serve.Options{})
+	ctx := context.Background()
+
+	// A long read of @1 is under way: its response has begun.
+	resp, err := http.Get(url + "/daily/@1/big")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	head := make([]byte, 10)
+	_, err = io.ReadFull(resp.Body, head)
+	require.NoError(t, err)
+
+	for i := 2; i <= 4; i++ {
+		commitFiles(t, d, map[string]string{"big": fmt.Sprintf("generation %d", i)})
+	}
+	seq2, err := d.OpenRef(ctx, commit.SeqRef(2))
+	require.NoError(t, err)
+	rep, err := gc.Run(ctx, d.Store(), gc.Options{Keep: -1, Grace: -1})
+	require.NoError(t, err)
+	var deleted []string
+	for _, g := range rep.Deleted {
+		deleted = append(deleted, g.Generation)
+	}
+	require.Contains(t, deleted, seq2.Generation(), "gc collects what nobody reads")
+
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, sha(big), sha(string(head)+string(rest)), "the read under way completes")
+	_, body, err := get(t, url+"/daily/@1/big", nil)
+	require.NoError(t, err)
+	require.Equal(t, sha(big), sha(string(body)), "the pinned generation is still whole after gc")
 }
