@@ -167,7 +167,8 @@ func (s *snapshots) remember(ctx context.Context, snap *commit.Snapshot) *commit
 	s.bySeq[snap.Seq()] = gen
 	s.mu.Unlock()
 	if s.pinTTL > 0 {
-		pin, err := snap.Pin(ctx, s.pinTTL, s.owner)
+		// The pin outlives the request that brought the generation in.
+		pin, err := snap.Pin(context.WithoutCancel(ctx), s.pinTTL, s.owner)
 		if err != nil {
 			// Serving goes on: the generation is readable while the
 			// collector retains it, as for any reader without a pin.

@@ -292,3 +292,21 @@ func TestServeBoto3PagedListingDoesNotMixGenerationsWhenACommitLands(t *testing.
 	require.Equal(t, want(v1), res.Paged, "every page of the listing comes from the generation of its first")
 	require.Equal(t, want(v2), res.Fresh, "a listing begun after the commit sees it")
 }
+
+func TestServeRefusesAnOpenAddressWithoutAccessKeysAndBadBucketNames(t *testing.T) {
+	u := memURL()
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"serve", "--listen", "0.0.0.0:0", "daily=" + u}, "access keys"},
+		{[]string{"serve", "--listen", ":0", "daily=" + u}, "access keys"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--access-key", "a", "daily=" + u}, "--secret-key"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "Daily_Data=" + u}, "not a valid bucket name"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "daily=" + u, "daily=" + memURL()}, "two datasets are named"},
+	} {
+		code, _, errs := cli(t, "", c.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", c.args, errs)
+		require.Contains(t, errs, c.says, c.args)
+	}
+}
