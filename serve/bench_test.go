@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
@@ -95,9 +96,14 @@ func BenchmarkList100k(b *testing.B) {
 	ctx := context.Background()
 	tx, err := d.Begin(ctx)
 	require.NoError(b, err)
+	var g errgroup.Group
+	g.SetLimit(32)
 	for i := range files {
-		require.NoError(b, tx.PutBytes(ctx, fmt.Sprintf("part=%03d/file-%06d.parquet", i/1000, i), []byte{byte(i)}))
+		g.Go(func() error {
+			return tx.PutBytes(ctx, fmt.Sprintf("part=%03d/file-%06d.parquet", i/1000, i), []byte{byte(i)})
+		})
 	}
+	require.NoError(b, g.Wait())
 	_, err = tx.Commit(ctx, commit.CommitOptions{})
 	require.NoError(b, err)
 	snap, err := d.Open(ctx)
