@@ -160,19 +160,42 @@ func (s *Server) maintain() {
 }
 
 // readOnly refuses every request that is neither a GET nor a HEAD with the
-// S3 error AccessDenied.
+// S3 error AccessDenied, and a GET or HEAD of anything but an object, a
+// listing, the bucket list or a bucket's location with NotImplemented.
 func readOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			h.ServeHTTP(w, r)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s3Error(w, r, http.StatusForbidden, "AccessDenied", "publish serve is read-only: "+r.Method+" is refused")
 			return
 		}
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-			`<Error><Code>AccessDenied</Code><Message>publish serve is read-only: %s is refused</Message><Resource>%s</Resource></Error>`,
-			r.Method, xmlEscape(r.URL.Path))
+		for q := range r.URL.Query() {
+			if !readQuery[q] && !strings.HasPrefix(q, "response-") {
+				s3Error(w, r, http.StatusNotImplemented, "NotImplemented", "publish serve does not implement the "+q+" operation")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
 	})
+}
+
+// readQuery are the query parameters of the operations served: GetObject,
+// HeadObject, ListObjects (V1 and V2), ListBuckets and GetBucketLocation.
+// "x-id" names the operation; SDKs add it.
+var readQuery = map[string]bool{
+	"list-type": true, "prefix": true, "delimiter": true, "max-keys": true, "continuation-token": true,
+	"start-after": true, "encoding-type": true, "fetch-owner": true, "marker": true,
+	"max-buckets": true, "bucket-region": true, "location": true, "x-id": true,
+}
+
+func s3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+		`<Error><Code>%s</Code><Message>%s</Message><Resource>%s</Resource></Error>`,
+		code, xmlEscape(msg), xmlEscape(r.URL.Path))
 }
 
 func xmlEscape(s string) string {

@@ -369,3 +369,20 @@ func TestServeKeepsTheGenerationsItServesFromGc(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sha(big), sha(string(body)), "the pinned generation is still whole after gc")
 }
+
+func TestServeAnswersOtherReadsWithNotImplemented(t *testing.T) {
+	d := fsDataset(t)
+	commitFiles(t, d, map[string]string{"a.txt": "x"})
+	url := startServer(t, map[string]*commit.Dataset{"daily": d}, serve.Options{})
+	for _, q := range []string{"/daily?versioning", "/daily?acl", "/daily?policy", "/daily?uploads", "/daily?versions",
+		"/daily/current/a.txt?acl", "/daily/current/a.txt?tagging", "/daily/current/a.txt?versionId=x", "/daily/current/a.txt?attributes"} {
+		resp, body, err := get(t, url+q, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNotImplemented, resp.StatusCode, q)
+		require.Contains(t, string(body), "<Code>NotImplemented</Code>", q)
+	}
+	resp, body, err := get(t, url+"/daily/current/a.txt?x-id=GetObject&response-content-type=text/plain", nil)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(body))
+	require.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
+}

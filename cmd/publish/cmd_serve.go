@@ -44,7 +44,7 @@ Its keys are REF/PATH, where REF is one of
 and PATH a file of that snapshot. GetObject (with ranges and conditional
 headers; the ETag is the file's sha256), HeadObject, ListObjects,
 ListBuckets and GetBucketLocation are answered; requests that would write
-are refused with AccessDenied.
+are refused with AccessDenied, other operations with NotImplemented.
 
 Every file is verified against its manifest while it streams: a file whose
 stored bytes do not match ends its response early, so the client fails
