@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -37,7 +38,7 @@ func benchStores() []teststores.Factory {
 
 // BenchmarkGet1MiB reads 1 MiB files, verified, directly from the store
 // (commit.Snapshot.Open, as publish get reads) and through serve (an S3
-// GetObject over loopback HTTP).
+// GetObject over loopback HTTP), one of each per op.
 func BenchmarkGet1MiB(b *testing.B) {
 	const files = 16
 	body := make([]byte, 1<<20)
@@ -57,38 +58,54 @@ func BenchmarkGet1MiB(b *testing.B) {
 		url := startServer(b, map[string]*commit.Dataset{"daily": d}, serve.Options{})
 		c := s3Client(url, "any", "any")
 
-		b.Run(f.Name+"/direct", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			i := 0
-			for b.Loop() {
-				rc, err := snap.Open(ctx, fmt.Sprintf("f%02d", i%files))
-				require.NoError(b, err)
-				n, err := io.Copy(io.Discard, rc)
-				rc.Close()
-				require.NoError(b, err)
-				require.EqualValues(b, len(body), n)
-				i++
-			}
-		})
-		b.Run(f.Name+"/serve", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			i := 0
-			for b.Loop() {
-				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("daily"), Key: aws.String(fmt.Sprintf("current/f%02d", i%files))})
-				require.NoError(b, err)
-				n, err := io.Copy(io.Discard, out.Body)
-				out.Body.Close()
-				require.NoError(b, err)
-				require.EqualValues(b, len(body), n)
-				i++
-			}
-		})
+		direct := func(i int) {
+			rc, err := snap.Open(ctx, fmt.Sprintf("f%02d", i%files))
+			require.NoError(b, err)
+			n, err := io.Copy(io.Discard, rc)
+			rc.Close()
+			require.NoError(b, err)
+			require.EqualValues(b, len(body), n)
+		}
+		served := func(i int) {
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("daily"), Key: aws.String(fmt.Sprintf("current/f%02d", i%files))})
+			require.NoError(b, err)
+			n, err := io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+			require.NoError(b, err)
+			require.EqualValues(b, len(body), n)
+		}
+		b.Run(f.Name, func(b *testing.B) { sideBySide(b, int64(len(body)), direct, served) })
 	}
+}
+
+// sideBySide runs direct and served alternately, one of each per op, so
+// that both see the same machine, and reports the throughput of each and
+// their ratio.
+func sideBySide(b *testing.B, bytes int64, direct, served func(i int)) {
+	var td, ts time.Duration
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		direct(i)
+		t1 := time.Now()
+		served(i)
+		td += t1.Sub(t0)
+		ts += time.Since(t1)
+		i++
+	}
+	if bytes > 0 {
+		b.ReportMetric(float64(bytes*int64(i))/td.Seconds()/1e6, "direct-MB/s")
+		b.ReportMetric(float64(bytes*int64(i))/ts.Seconds()/1e6, "serve-MB/s")
+	} else {
+		b.ReportMetric(td.Seconds()/float64(i), "direct-s/op")
+		b.ReportMetric(ts.Seconds()/float64(i), "serve-s/op")
+	}
+	b.ReportMetric(td.Seconds()/ts.Seconds(), "serve/direct")
 }
 
 // BenchmarkList100k lists a snapshot of 100,000 files in pages of 1,000:
 // directly (a LIST of the generation's prefix in the store) and through
-// serve (ListObjectsV2 of current/). One op is the whole listing.
+// serve (ListObjectsV2 of current/). One op is one whole listing of each.
 func BenchmarkList100k(b *testing.B) {
 	const files = 100_000
 	f := benchStores()[0] // fs: 100,000 PUTs to the S3 test server take minutes
@@ -111,34 +128,31 @@ func BenchmarkList100k(b *testing.B) {
 	url := startServer(b, map[string]*commit.Dataset{"daily": d}, serve.Options{})
 	c := s3Client(url, "any", "any")
 
-	b.Run(f.Name+"/direct", func(b *testing.B) {
-		for b.Loop() {
-			n, req := 0, store.ListRequest{Prefix: generation.Prefix(snap.Generation()), MaxKeys: 1000}
-			for {
-				page, err := d.Store().List(ctx, req)
-				require.NoError(b, err)
-				n += len(page.Objects)
-				if page.Next == "" {
-					break
-				}
-				req.Token = page.Next
+	direct := func(int) {
+		n, req := 0, store.ListRequest{Prefix: generation.Prefix(snap.Generation()), MaxKeys: 1000}
+		for {
+			page, err := d.Store().List(ctx, req)
+			require.NoError(b, err)
+			n += len(page.Objects)
+			if page.Next == "" {
+				break
 			}
-			require.GreaterOrEqual(b, n, files)
+			req.Token = page.Next
 		}
-	})
-	b.Run(f.Name+"/serve", func(b *testing.B) {
-		for b.Loop() {
-			n, in := 0, &s3.ListObjectsV2Input{Bucket: aws.String("daily"), Prefix: aws.String("current/"), MaxKeys: aws.Int32(1000)}
-			for {
-				page, err := c.ListObjectsV2(ctx, in)
-				require.NoError(b, err)
-				n += len(page.Contents)
-				if page.NextContinuationToken == nil {
-					break
-				}
-				in.ContinuationToken = page.NextContinuationToken
+		require.GreaterOrEqual(b, n, files)
+	}
+	served := func(int) {
+		n, in := 0, &s3.ListObjectsV2Input{Bucket: aws.String("daily"), Prefix: aws.String("current/"), MaxKeys: aws.Int32(1000)}
+		for {
+			page, err := c.ListObjectsV2(ctx, in)
+			require.NoError(b, err)
+			n += len(page.Contents)
+			if page.NextContinuationToken == nil {
+				break
 			}
-			require.Equal(b, files, n)
+			in.ContinuationToken = page.NextContinuationToken
 		}
-	})
+		require.Equal(b, files, n)
+	}
+	b.Run(f.Name, func(b *testing.B) { sideBySide(b, 0, direct, served) })
 }
