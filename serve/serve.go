@@ -504,17 +504,22 @@ func (b *backend) listSnapshot(ctx context.Context, sn *snapshots, ref commit.Re
 
 // listRoot lists the bucket's root. With a delimiter it holds the refs
 // "current/" and "@SEQ/" of the current generation; without one, the keys
-// under "current/".
+// under the ref the prefix names ("@7" lists "@7/..."), or under
+// "current/".
 func (b *backend) listRoot(ctx context.Context, sn *snapshots, prefix *gofakes3.Prefix, marker, tokenGen string, maxKeys int64) (*gofakes3.ObjectList, error) {
 	if prefix.Delimiter == "" {
-		snap, err := b.listSnapshot(ctx, sn, commit.Current, tokenGen)
-		if errors.Is(err, commit.ErrNoCommits) {
+		ref, err := parseKeyRef(prefix.Prefix)
+		if err != nil || prefix.Prefix == "" {
+			ref = commit.Current
+		}
+		snap, err := b.listSnapshot(ctx, sn, ref, tokenGen)
+		if errors.Is(err, commit.ErrNoCommits) || errors.Is(err, commit.ErrNotFound) {
 			return gofakes3.NewObjectList(), nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		return listEntries(snap, "current/", prefix, marker, maxKeys), nil
+		return listEntries(snap, ref.String()+"/", prefix, marker, maxKeys), nil
 	}
 	out := gofakes3.NewObjectList()
 	snap, err := sn.current(ctx)

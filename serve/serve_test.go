@@ -296,6 +296,21 @@ func TestServeListsCommonPrefixesAndPagesThroughThem(t *testing.T) {
 	}
 	require.Equal(t, []string{"current/b/4", "current/b/c/3"}, keys)
 
+	for prefix, want := range map[string][]string{
+		"@1":   {"@1/a/1", "@1/a/2", "@1/b/4", "@1/b/c/3", "@1/top", "@1/z/5"},
+		"":     {"current/a/1", "current/a/2", "current/b/4", "current/b/c/3", "current/top", "current/z/5"},
+		"@1/b": {"@1/b/4", "@1/b/c/3"},
+		"@9":   nil,
+	} {
+		page, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("daily"), Prefix: aws.String(prefix)})
+		require.NoError(t, err)
+		keys = nil
+		for _, o := range page.Contents {
+			keys = append(keys, *o.Key)
+		}
+		require.Equal(t, want, keys, "prefix %q", prefix)
+	}
+
 	buckets, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
 	require.NoError(t, err)
 	require.Len(t, buckets.Buckets, 1)
