@@ -84,7 +84,7 @@ func ParseRef(s string) (Ref, error) {
 		return GenRef(gen), nil
 	}
 	digits := strings.TrimPrefix(s, "@")
-	if seq, err := strconv.ParseUint(digits, 10, 64); err == nil && seq > 0 && digits[0] != '+' {
+	if seq, err := strconv.ParseUint(digits, 10, 64); err == nil && digits[0] != '+' {
 		return SeqRef(seq), nil
 	}
 	if generation.Valid(s) == nil {
