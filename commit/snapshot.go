@@ -54,6 +54,13 @@ func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.OpenPointer(ctx, p)
+}
+
+// OpenPointer reads the generation the pointer p names, as Open does after
+// reading the pointer: one manifest GET. A reader that polls the pointer
+// opens a new generation with it without reading the pointer again.
+func (d *Dataset) OpenPointer(ctx context.Context, p *pointer.Pointer) (*Snapshot, error) {
 	m, err := d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
 	if err != nil {
 		return nil, fmt.Errorf("commit: pointer seq %d names generation %s: %w", p.Seq, p.Generation, err)

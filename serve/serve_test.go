@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -400,4 +401,29 @@ func TestServeAnswersOtherReadsWithNotImplemented(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "x", string(body))
 	require.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
+}
+
+func TestServeReadsThePointerAtMostEveryRefreshAndEachManifestOnce(t *testing.T) {
+	s, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	commitFiles(t, commit.New(s), map[string]string{"a": "1", "b": "2"})
+	counted := store.Count(s)
+	d := commit.New(counted)
+	url := startServer(t, map[string]*commit.Dataset{"daily": d}, serve.Options{Refresh: time.Hour, PinTTL: -1})
+	c := s3Client(url, "any", "any")
+	ctx := context.Background()
+	for range 5 {
+		for _, key := range []string{"current/a", "current/b", "@1/a"} {
+			_, body, err := get(t, url+"/daily/"+key, nil)
+			require.NoError(t, err)
+			require.NotEmpty(t, body)
+		}
+		_, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("daily"), Prefix: aws.String("current/")})
+		require.NoError(t, err)
+	}
+	// One pointer GET and one manifest GET when current was first
+	// resolved, then only the 15 file GETs: @1 is the cached generation.
+	got := counted.Counts()
+	require.EqualValues(t, 2+15, got[store.OpGet], "GETs: %v", got)
+	require.EqualValues(t, 0, got[store.OpList], "a listing reads no store")
 }

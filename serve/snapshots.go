@@ -112,7 +112,7 @@ func (s *snapshots) current(ctx context.Context) (*commit.Snapshot, error) {
 	if s.cur != nil && s.cur.Generation() == p.Generation {
 		snap = s.cur
 	} else if snap = s.generationCached(p.Generation); snap == nil {
-		if snap, err = s.d.Open(ctx); err != nil {
+		if snap, err = s.d.OpenPointer(ctx, p); err != nil {
 			return nil, err
 		}
 	}
