@@ -14,6 +14,7 @@ var layers = map[string]int{
 	".": 11, "cmd/publish": 11,
 	"internal/bench":             10,
 	"gc":                         9,
+	"serve":                      9,
 	"commit":                     8,
 	"commit/internal/group":      7,
 	"pointer":                    6,
