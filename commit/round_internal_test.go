@@ -22,7 +22,9 @@ func TestRoundTimerLeaderCarriesAfterOneRoundTrip(t *testing.T) {
 // the leader carries and at most two rtt in; then polls every half to one
 // rtt; carries once it has waited followerPatience rtt, and not before;
 // and so carries within followerPatience+1 rtt, after at most
-// 2×followerPatience polls.
+// 2×followerPatience polls. With the most jitter and an even rtt, the
+// waits add up to exactly followerPatience rtt: it carries then, without
+// one more poll.
 func TestRoundTimerFollowerProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	jitters := map[string]func(time.Duration) time.Duration{
@@ -38,6 +40,9 @@ func TestRoundTimerFollowerProperties(t *testing.T) {
 			var waited time.Duration
 			for polls := 0; ; polls++ {
 				d, act := tm.next()
+				if act == actPoll && waited >= followerPatience*rtt {
+					t.Fatalf("%s, rtt %s: polls again after waiting %s, want it to carry", name, rtt, waited)
+				}
 				if act == actCarry {
 					if d != 0 || waited < followerPatience*rtt {
 						t.Fatalf("%s, rtt %s: carries after waiting %s more, %s in all, want %s at least", name, rtt, d, waited, followerPatience*rtt)

@@ -316,3 +316,123 @@ func TestAppliedInSeesAKeptFileUnderTheScope(t *testing.T) {
 	assert.Error(t, AppliedIn(c, sortedManifest([]generation.Entry{h.Entries["keep"], other, b})), "another entry at the kept path")
 	assert.Error(t, AppliedIn(c, sortedManifest([]generation.Entry{h.Entries["keep"], b})), "the kept path missing")
 }
+
+// TestCarryInvariantsDirectly checks, over random heads and intents (some
+// of them with tokens of the unnamed lease), what a group may hold,
+// without replaying Carry's own steps:
+//   - every entry references an object of the carrier's generation, of a
+//     writer carried, or one the head references;
+//   - under a carried writer's scope, exactly the files that writer sets;
+//     at each path it read, its entry or none;
+//   - writers are carried in the order given, each at most once;
+//   - each fence raised is a carried writer's token of its lease, and each
+//     carried writer with a token has its fence raised;
+//   - a second Carry of the same input gives the same group.
+func TestCarryInvariantsDirectly(t *testing.T) {
+	r := propRand(t, 0x8cb92ba72f3d8dd7)
+	for iter := range 2000 {
+		w := newPropWorld(t, r)
+		h := w.h
+		if r.IntN(2) == 0 {
+			h.Ptr.Fence = 1 + r.Uint64N(5)
+		}
+		mine := propGen(t)
+		c := Carrier{Change: &Change{Generation: mine, Read: map[string]bool{"m/x": true}, Mine: map[string]generation.Entry{}}, Writer: "carrier"}
+		if r.IntN(2) == 0 {
+			c.Change.Scope = "m/"
+		}
+		ownMap := maps.Clone(h.Entries)
+		mx := entryOf(mine, "m/x", r)
+		ownMap["m/x"], c.Change.Mine["m/x"] = mx, mx
+		if r.IntN(3) == 0 {
+			c.Fence, c.FenceLease = 6, []string{"", propLease(r.IntN(propLeases))}[r.IntN(2)]
+		}
+		own := slices.Collect(maps.Values(ownMap))
+		var ins []*Intent
+		for range r.IntN(6) {
+			in := w.intent(t)
+			if in.Fence != 0 && r.IntN(3) == 0 {
+				in.FenceLease = "" // the unnamed lease
+			}
+			in.Writer = "w-" + in.Generation
+			ins = append(ins, in)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("iteration %d: "+format, append([]any{iter}, args...)...)
+		}
+		g := Carry(c, h, own, ins)
+
+		prefixes := []string{generation.Prefix(mine)}
+		byGen := map[string]*Intent{}
+		next := 0
+		for _, cd := range g.Carried {
+			i := slices.IndexFunc(ins, func(in *Intent) bool { return in.Generation == cd.Generation })
+			if i < next {
+				fail("%s carried out of order or twice", cd.Generation)
+			}
+			next = i + 1
+			if cd.Writer != ins[i].Writer {
+				fail("%s carried as writer %q, want %q", cd.Generation, cd.Writer, ins[i].Writer)
+			}
+			byGen[cd.Generation] = ins[i]
+			prefixes = append(prefixes, generation.Prefix(cd.Generation))
+		}
+		got := map[string]generation.Entry{}
+		for _, e := range g.Entries {
+			if _, dup := got[e.Path]; dup {
+				fail("two entries at %q", e.Path)
+			}
+			got[e.Path] = e
+			if !h.Keys[e.Key] && !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.Key, p) }) {
+				fail("entry %q references %q, of no writer in the commit nor the head", e.Path, e.Key)
+			}
+		}
+		for _, in := range byGen {
+			sets := map[string]generation.Entry{}
+			for _, rd := range in.Reads {
+				e, ok := got[rd.Path]
+				if ok != (rd.Set != nil) || (ok && !SameEntry(e, *rd.Set)) {
+					fail("%s read %q: the group has %+v, want %+v", in.Generation, rd.Path, e, rd.Set)
+				}
+				if rd.Set != nil {
+					sets[rd.Path] = *rd.Set
+				}
+			}
+			if in.Scope == "" {
+				continue
+			}
+			for p, e := range got {
+				if s, ok := sets[p]; strings.HasPrefix(p, in.Scope) && (!ok || !SameEntry(s, e)) {
+					fail("%q under %s's scope %q is not its file: %+v", p, in.Generation, in.Scope, e)
+				}
+			}
+		}
+		want := map[string]uint64{}
+		for _, in := range byGen {
+			if in.Fence != 0 {
+				want[in.FenceLease] = in.Fence
+			}
+		}
+		fences := map[string]uint64{}
+		for _, f := range g.Fences {
+			fences[f.Lease] = f.Token
+		}
+		if len(fences) != len(g.Fences) || !maps.Equal(fences, want) {
+			fail("fences %v, want the carried writers' tokens %v", g.Fences, want)
+		}
+		if c.Fence != 0 {
+			if _, ok := fences[c.FenceLease]; ok {
+				fail("a token of the carrier's own lease %q raised", c.FenceLease)
+			}
+		}
+		again := Carry(c, h, own, ins)
+		sortEntries := func(es []generation.Entry) []generation.Entry {
+			return sortedManifest(es).Entries
+		}
+		if !slices.Equal(again.Carried, g.Carried) || !slices.Equal(again.Fences, g.Fences) ||
+			!slices.EqualFunc(sortEntries(again.Entries), sortEntries(g.Entries), SameEntry) {
+			fail("a second Carry of the same input differs")
+		}
+	}
+}
