@@ -150,6 +150,7 @@ func TestGroupOverlapNotCarried(t *testing.T) {
 		var ce *commit.ConflictError
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, p3.Generation, ce.Winner)
+		assert.Equal(t, p3.Seq, ce.Seq, "the seq it lost, the winner's")
 		assert.Contains(t, ce.Overlap, "mine/g")
 		assert.Empty(t, tx3.CarriedBy())
 		assert.Empty(t, readManifest(t, s, p3.Generation).Carried)
