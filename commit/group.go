@@ -130,7 +130,7 @@ func (d *Dataset) readIntent(ctx context.Context, key string, h *head) *group.In
 }
 
 // gather reads the intents at keys of the other writers of the round,
-// at most maxCarried, all at once, in the order they were published.
+// at most group.MaxCarried, all at once, in the order they were published.
 func (tx *Tx) gather(ctx context.Context, keys []string, h *head) []*group.Intent {
 	tx.mu.Lock()
 	mine := slices.Clone(tx.grp.written)
@@ -506,7 +506,7 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 }
 
 // admissibleOn reports whether a carrier on p could take the intent in:
-// whether admit takes it against p and p's manifest. When that cannot be
+// whether group.Admit takes it against p and p's manifest. When that cannot be
 // told (the manifest unread, or the intent not bound to p), it answers
 // true: the intent may be live.
 func (d *Dataset) admissibleOn(ctx context.Context, in *group.Intent, p *pointer.Pointer, attrs store.Attrs) bool {
