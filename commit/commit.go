@@ -73,6 +73,9 @@ func (tx *Tx) Commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer, error) {
 	tx.mu.Lock()
 	err := tx.checkOpen()
+	if err == nil && tx.stageOnly {
+		err = ErrStageOnly
+	}
 	tx.mu.Unlock()
 	if err != nil {
 		return nil, err

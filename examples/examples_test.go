@@ -36,7 +36,7 @@ func bin(t *testing.T, name string) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
-			"./batch-publish", "./snapshot-reader", "./rmw-counter", "./leader-election")
+			"./batch-publish", "./snapshot-reader", "./rmw-counter", "./leader-election", "../cmd/publish")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = err
@@ -158,4 +158,26 @@ func TestLeaderElection(t *testing.T) {
 	for i, line := range lines {
 		assert.True(t, strings.HasPrefix(line, strconv.Itoa(i+1)+" "), "line %d of leaders.log: %q", i, line)
 	}
+}
+
+// TestFanOutJob runs the fan-out example: 16 tasks through xargs -P, one of
+// them attempted twice at once, and one job commit that publishes every
+// part.
+func TestFanOutJob(t *testing.T) {
+	url := storeURL(t)
+	cmd := exec.Command("bash", "fan-out-job/fan-out.sh", url, "16", "8")
+	cmd.Env = append(os.Environ(), "PUBLISH="+bin(t, "publish"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Regexp(t, `job \S+: open, 16 tasks`, string(out))
+	assert.Regexp(t, `job \S+ committed: seq 1 generation`, string(out))
+
+	d, err := commitptr.Open(context.Background(), url)
+	require.NoError(t, err)
+	snap, err := d.Open(context.Background())
+	require.NoError(t, err)
+	require.Len(t, snap.Files(), 16)
+	b, err := snap.ReadFile(context.Background(), "part-7.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "part 7\n", string(b))
 }

@@ -180,8 +180,10 @@ type runner struct {
 	// manifests caches the manifests read so far, by generation. Stored
 	// manifests are immutable, so they stay valid across re-plans.
 	manifests map[string]*manifestInfo
-	// gens is the listing of _gen/, read once per run.
+	// gens is the listing of _gen/, read once per run, and jobs that of
+	// _job/.
 	gens *listing
+	jobs jobListing
 	// pins is the listing of _pin/, and pinsAt the store time its pins'
 	// expiry is judged at (see listPins).
 	pins   []store.Object
@@ -308,6 +310,9 @@ func (r *runner) collect(ctx context.Context) (err error) {
 		return err
 	}
 	if err := r.dropIntents(ctx); err != nil {
+		return err
+	}
+	if err := r.dropJobs(ctx, p); err != nil {
 		return err
 	}
 	return r.sweepLeftovers(ctx)

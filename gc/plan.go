@@ -84,6 +84,10 @@ type plan struct {
 	notes       []string
 	// reusedPins: the plan judged an earlier plan's pin listing.
 	reusedPins bool
+	// oldJobs: a job's record is older than the orphan age, so the plan
+	// publishes its horizon, after which the job can no longer commit and
+	// its records go (see dropJobs).
+	oldJobs bool
 }
 
 // victim is a generation the plan deletes from: its unmarked data objects
@@ -136,7 +140,7 @@ func (p *plan) has(chain bool) bool {
 // deletes chain generations, each only if the pointer has it lower.
 func (p *plan) decideHorizon() {
 	p.needHorizon, p.horizon = false, p.ptr.GCHorizon
-	if p.has(false) && p.ptr.GCHorizon.Before(p.cutoff) {
+	if (p.has(false) || p.oldJobs) && p.ptr.GCHorizon.Before(p.cutoff) {
 		p.needHorizon = true
 		p.horizon = p.cutoff
 	}
@@ -180,7 +184,11 @@ func (r *runner) plan(ctx context.Context) (*plan, error) {
 		if err := r.prefetch(ctx); err != nil {
 			return nil, err
 		}
+		if r.jobs, err = r.listJobs(ctx); err != nil {
+			return nil, refuse(err)
+		}
 	}
+	p.oldJobs = r.jobs.olderThan(p.cutoff)
 	chain, err := r.walk(ctx, ptr, p)
 	if err != nil {
 		return nil, refuse(err)

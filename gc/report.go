@@ -42,6 +42,10 @@ type Report struct {
 	// IntentsDropped counts group-commit intents deleted that no commit
 	// could carry any more (bound to a pointer value that is gone).
 	IntentsDropped int `json:"intents_dropped,omitempty"`
+	// JobsDropped counts the jobs whose records were deleted: jobs that
+	// can no longer commit (the horizon passed their staging start), and
+	// the records left of finished jobs, older than the orphan age.
+	JobsDropped int `json:"jobs_dropped,omitempty"`
 	// Leftovers counts the pieces of writes interrupted more than the
 	// orphan age ago that the driver removed: the fs driver's temp files,
 	// incomplete S3 multipart uploads. Their requests are in Requests too.
@@ -133,6 +137,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			ew.printf("left for the next run: %s\n", plural(r.Left, "object"))
 		}
 		ew.printf("expired pins dropped: %d, old lease epochs dropped: %d\n", r.PinsDropped, r.EpochsDropped)
+		if r.JobsDropped > 0 {
+			ew.printf("abandoned or finished jobs dropped: %d\n", r.JobsDropped)
+		}
 		if r.IntentsDropped > 0 {
 			ew.printf("dead group-commit intents dropped: %d\n", r.IntentsDropped)
 		}

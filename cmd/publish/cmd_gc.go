@@ -43,8 +43,11 @@ deleting orphans it moves the pointer's gc_horizon forward, so that a writer
 that stalled longer than --orphan-age cannot commit a generation whose
 objects may be gone (it fails with status 6 instead). It also removes what
 writes killed mid-upload more than --orphan-age ago left and no listing
-shows: temp files on file:// stores, incomplete multipart uploads on S3. All
-ages are judged by the store's clock.
+shows: temp files on file:// stores, incomplete multipart uploads on S3. The
+records of a job ('publish job') begun more than --orphan-age ago and never
+committed go too, once the horizon has passed its start, and those a
+finished job left, once they are older than --orphan-age. All ages are
+judged by the store's clock.
 
 If the pointer or a manifest is corrupt or unreadable, gc deletes nothing
 and exits with status 1, naming the key and what is wrong. Before its first
