@@ -16,6 +16,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/klauspost/compress v1.20.4
 	github.com/minio/minio-go/v7 v7.4.1

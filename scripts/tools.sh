@@ -58,7 +58,8 @@ static_checks() {
 }
 
 # install_clients installs the S3 clients the serve tests drive (Debian's
-# awscli, python3-boto3 and rclone) with apt-get where one is missing, and
+# awscli, python3-boto3 and rclone), and for a user other than root the
+# fusermount3 the mount tests need (fuse3), with apt-get where one is missing, and
 # exports their paths: COMMITPTR_AWS, COMMITPTR_PYTHON (a python3 that
 # imports boto3) and COMMITPTR_RCLONE. The paths are the system's own, as
 # another aws or python3 may come first on PATH.
@@ -67,6 +68,8 @@ install_clients() {
 	[ -x /usr/bin/aws ] || missing+=(awscli)
 	/usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
 	[ -x /usr/bin/rclone ] || missing+=(rclone)
+	# publish mount: root mounts FUSE directly; another user needs fusermount3.
+	[ "$(id -u)" -eq 0 ] || command -v fusermount3 >/dev/null || missing+=(fuse3)
 	if [ ${#missing[@]} -gt 0 ]; then
 		echo "==> installing ${missing[*]} (apt-get)"
 		local sudo=()

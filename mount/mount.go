@@ -1,0 +1,399 @@
+// Package mount is a read-only FUSE file system of a dataset's snapshot,
+// on github.com/hanwen/go-fuse/v2. It owns the file system's tree (the
+// directories the manifest's paths imply), the verified file cache, the
+// pins of the generations it shows, and following the pointer (Follow).
+//
+// The snapshot is resolved once, as commit.Dataset.OpenRef resolves a
+// commit.Ref, and pinned while mounted (the pin renewed every third of its
+// TTL). Directory listings and attributes come from the manifest: no
+// request reaches the store for them.
+//
+// Files are verified whole: opening a file reads its object in one GET
+// through commit.Snapshot.OpenEntry, which checks size and sha256 while it
+// streams, into an unlinked temporary file, and only once every byte
+// matched does the open succeed; reads are then served from that copy. A
+// file whose stored bytes do not match its manifest cannot be opened: the
+// open fails with EIO and the reason is logged. No byte of it is ever
+// served. The copies are kept, by content, in a cache bounded by
+// Options.CacheBytes (least recently used first out); an open file keeps its
+// copy until it is closed, so the disk used is at most the bound plus the
+// files open. The manifest has one sha256 per file and none per range, so
+// a range of a file cannot be verified alone: the first open of a large
+// file waits for all of it.
+//
+// With Follow, the pointer is read every Options.Refresh; when it names a
+// new generation, the root shows it at once: the root's entries are never
+// cached by the kernel, and every lookup from the root resolves in the
+// current generation. Below the root, each generation has inodes of its
+// own, so a file or directory already open stays in its generation, whose
+// pin is kept until its last file is closed.
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+)
+
+// ErrNoFUSE means FUSE cannot be used here: the kernel has no FUSE device,
+// or this process may not mount.
+var ErrNoFUSE = errors.New("FUSE is not available")
+
+// Options configure a mount.
+type Options struct {
+	// Ref names the snapshot to show; the zero Ref is the current one.
+	Ref commit.Ref
+	// Follow shows each new commit as it lands. Ref must be current.
+	Follow bool
+	// Refresh is how often the pointer is read when following; the
+	// default is five seconds.
+	Refresh time.Duration
+	// CacheBytes bounds the verified copies of files that no handle has
+	// open; the default is 256 MiB.
+	CacheBytes int64
+	// CacheDir holds the copies, as unlinked files; the default is
+	// os.TempDir().
+	CacheDir string
+	// PinTTL is the TTL of the pins that hold the generations shown,
+	// renewed every third of it. The default is five minutes; a negative
+	// value pins nothing.
+	PinTTL time.Duration
+	// Owner names the mount in its pins.
+	Owner string
+	// FsName is the source shown in the mount table (the dataset's URL).
+	FsName string
+	// Logger receives warnings and the files that fail verification;
+	// the default discards.
+	Logger *slog.Logger
+}
+
+// FS is a mounted snapshot. Unmount it to release its pins.
+type FS struct {
+	d    *commit.Dataset
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	srv         *fuse.Server
+	cache       *cache
+	rootTimeout time.Duration
+	inos        atomic.Uint64
+
+	cur atomic.Pointer[tree]
+
+	mu   sync.Mutex
+	old  []*tree // generations no longer current, with files open
+	idle chan struct{}
+
+	life     context.Context
+	stop     context.CancelFunc
+	loopDone chan struct{}
+	unmount  sync.Once
+	err      error
+	gone     atomic.Bool // the server ended: unmounted (from outside, or by Unmount)
+}
+
+// Mount resolves opts.Ref in d, pins it, and mounts it read-only at dir,
+// an existing directory. It returns once the file system answers.
+func Mount(ctx context.Context, d *commit.Dataset, dir string, opts Options) (*FS, error) {
+	if opts.Follow && opts.Ref.Kind != commit.RefCurrent {
+		return nil, fmt.Errorf("mount: follow shows the current snapshot; %s names one that does not move", opts.Ref)
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = 5 * time.Second
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 256 << 20
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = os.TempDir()
+	}
+	if opts.PinTTL == 0 {
+		opts.PinTTL = 5 * time.Minute
+	}
+	if opts.Owner == "" {
+		opts.Owner = "publish mount"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkDevice(fuseDevice); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("mount: mount point: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("mount: mount point %s is not a directory", dir)
+	}
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m := &FS{d: d, dir: dir, opts: opts, log: opts.Logger, idle: make(chan struct{}, 1),
+		life: life, stop: stop, loopDone: make(chan struct{})}
+	m.inos.Store(rootIno)
+	m.cache = newCache(life, opts.CacheDir, opts.CacheBytes)
+
+	snap, err := d.OpenRef(ctx, opts.Ref)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	t := m.newTree(snap)
+	m.pin(ctx, t)
+	m.cur.Store(t)
+
+	long := immutable
+	fo := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:           opts.FsName,
+			Name:             "commitptr",
+			DirectMount:      true,
+			DirectMountFlags: directMountFlags,
+			MaxReadAhead:     1 << 20,
+			DisableXAttrs:    true,
+		},
+		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+	}
+	if opts.Follow {
+		// The root's entries and attributes are not cached, so that a
+		// lookup from the root always reaches the current generation.
+		m.rootTimeout = 0
+	} else {
+		m.rootTimeout = long
+		fo.EntryTimeout, fo.AttrTimeout, fo.NegativeTimeout = &long, &long, &long
+	}
+	srv, err := fs.Mount(dir, &rootNode{m: m}, fo)
+	if err != nil {
+		m.releasePins(context.WithoutCancel(ctx))
+		stop()
+		return nil, mountError(dir, err)
+	}
+	m.srv = srv
+	go m.loop()
+	return m, nil
+}
+
+// Snapshot returns the snapshot the root shows now.
+func (m *FS) Snapshot() *commit.Snapshot { return m.current().snap }
+
+// Dir returns the mount point.
+func (m *FS) Dir() string { return m.dir }
+
+// Wait returns once the file system is unmounted, by Unmount or from
+// outside (umount).
+func (m *FS) Wait() {
+	m.srv.Wait()
+	m.gone.Store(true)
+}
+
+// Unmount unmounts the file system, waits until it stops answering, and
+// releases its pins. A mount point still in use (a process has a file or
+// its working directory there) is detached lazily: it leaves the mount
+// table at once, and those processes get errors.
+func (m *FS) Unmount(ctx context.Context) error {
+	m.unmount.Do(func() {
+		var err error
+		if !m.gone.Load() {
+			err = m.srv.Unmount()
+		}
+		if err != nil {
+			if derr := detach(m.dir); derr == nil {
+				m.log.Warn("mount: the mount point was busy; it is detached, and processes still using it get errors", "dir", m.dir)
+				err = nil
+			} else {
+				err = fmt.Errorf("mount: unmount %s: %w (and detaching it: %v)", m.dir, err, derr)
+			}
+		}
+		m.stop()
+		<-m.loopDone
+		m.cache.close()
+		m.err = errors.Join(err, m.releasePins(ctx))
+	})
+	return m.err
+}
+
+func (m *FS) current() *tree { return m.cur.Load() }
+
+func (m *FS) newTree(snap *commit.Snapshot) *tree {
+	return newTree(snap, &m.inos, func(path string) {
+		m.log.Warn("mount: a path is a file and a directory's prefix; the directory is shown", "path", path, "generation", snap.Generation())
+	})
+}
+
+// pin pins t's generation; a store that refuses (a read-only role) leaves
+// it unpinned, readable while the collector retains it.
+func (m *FS) pin(ctx context.Context, t *tree) {
+	if m.opts.PinTTL < 0 {
+		return
+	}
+	p, err := t.snap.Pin(context.WithoutCancel(ctx), m.opts.PinTTL, m.opts.Owner)
+	if err != nil {
+		m.log.Warn("mount: cannot pin the generation it shows", "generation", t.snap.Generation(), "seq", t.snap.Seq(), "err", err)
+		return
+	}
+	m.mu.Lock()
+	t.pin = p
+	m.mu.Unlock()
+}
+
+// closed is called when a file handle of t closes.
+func (m *FS) closed(t *tree) {
+	if t.open.Add(-1) == 0 && t != m.current() {
+		select {
+		case m.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// loop follows the pointer, renews the pins, and unpins the generations
+// that are neither current nor open.
+func (m *FS) loop() {
+	defer close(m.loopDone)
+	var follow <-chan time.Time
+	if m.opts.Follow {
+		t := time.NewTicker(m.opts.Refresh)
+		defer t.Stop()
+		follow = t.C
+	}
+	var renew <-chan time.Time
+	if m.opts.PinTTL > 0 {
+		t := time.NewTicker(m.opts.PinTTL / 3)
+		defer t.Stop()
+		renew = t.C
+	}
+	go func() {
+		// Unmounted from outside: stop too.
+		m.Wait()
+		m.stop()
+	}()
+	for {
+		select {
+		case <-m.life.Done():
+			return
+		case <-follow:
+			m.refresh()
+		case <-renew:
+			m.renewPins()
+		case <-m.idle:
+		}
+		m.dropIdle()
+	}
+}
+
+// refresh reads the pointer and, when it names a new generation, makes it
+// the root's.
+func (m *FS) refresh() {
+	ctx, cancel := context.WithTimeout(m.life, m.opts.Refresh+time.Minute)
+	defer cancel()
+	p, _, err := pointer.Read(ctx, m.d.Store())
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			m.log.Warn("mount: cannot read the pointer; still showing the last generation read", "err", err)
+		}
+		return
+	}
+	old := m.current()
+	if p.Generation == old.snap.Generation() {
+		return
+	}
+	snap, err := m.d.OpenPointer(ctx, p)
+	if err != nil {
+		m.log.Warn("mount: cannot open the new generation; still showing the last one read", "seq", p.Seq, "generation", p.Generation, "err", err)
+		return
+	}
+	t := m.newTree(snap)
+	m.pin(ctx, t)
+	m.mu.Lock()
+	m.old = append(m.old, old)
+	m.mu.Unlock()
+	m.cur.Store(t)
+	m.log.Info("mount: now showing", "seq", snap.Seq(), "generation", snap.Generation())
+}
+
+func (m *FS) renewPins() {
+	ctx, cancel := context.WithTimeout(m.life, m.opts.PinTTL/3)
+	defer cancel()
+	m.mu.Lock()
+	trees := append([]*tree{m.current()}, m.old...)
+	m.mu.Unlock()
+	for _, t := range trees {
+		m.mu.Lock()
+		p := t.pin
+		m.mu.Unlock()
+		if p == nil {
+			m.pin(ctx, t)
+			continue
+		}
+		if err := p.Renew(ctx); err != nil {
+			m.log.Warn("mount: cannot renew a pin; pinning the generation again", "pin", p.Key, "err", err)
+			m.mu.Lock()
+			t.pin = nil
+			m.mu.Unlock()
+			if !errors.Is(err, context.Canceled) {
+				m.pin(ctx, t)
+			}
+		}
+	}
+}
+
+// dropIdle unpins the generations no longer current that have no file
+// open.
+func (m *FS) dropIdle() {
+	m.mu.Lock()
+	var release []*commit.Pin
+	keep := m.old[:0]
+	for _, t := range m.old {
+		if t.open.Load() > 0 {
+			keep = append(keep, t)
+			continue
+		}
+		if t.pin != nil {
+			release = append(release, t.pin)
+			t.pin = nil
+		}
+	}
+	clear(m.old[len(keep):])
+	m.old = keep
+	m.mu.Unlock()
+	if len(release) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.life, time.Minute)
+	defer cancel()
+	for _, p := range release {
+		if err := p.Release(ctx); err != nil {
+			m.log.Warn("mount: cannot release a pin; it expires by itself", "pin", p.Key, "err", err)
+		}
+	}
+}
+
+// releasePins deletes every pin the mount holds.
+func (m *FS) releasePins(ctx context.Context) error {
+	m.mu.Lock()
+	var pins []*commit.Pin
+	for _, t := range append([]*tree{m.current()}, m.old...) {
+		if t != nil && t.pin != nil {
+			pins = append(pins, t.pin)
+			t.pin = nil
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range pins {
+		if err := p.Release(ctx); err != nil && !errors.Is(err, store.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("mount: release pin %s: %w", p.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
