@@ -77,6 +77,69 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 	return tx.verifyReferences(ctx, nil)
 }
 
+// ReuseProof proves the objects PutFile reuses for a batch of files while
+// the batch's uploads are still under way, instead of after them in
+// Commit: the proof needs the base manifest, not the new objects, so it
+// costs no round trip of its own. It starts once PutFile has decided, for
+// every file of the batch, whether it reuses or uploads, so it proves them
+// all in the same requests Commit would send; and only if the batch both
+// reuses and uploads (a batch that only reuses may turn out to change
+// nothing, and then needs no proof). Commit proves whatever is left, as
+// always, before the manifest.
+type ReuseProof struct {
+	tx  *Tx
+	ctx context.Context
+
+	mu               sync.Mutex
+	left             int
+	reused, uploaded bool
+	done             chan error // set once the proof started
+}
+
+// NewReuseProof returns the proof for a batch of n PutFile calls, each to
+// be given its Option. Wait for it once they have all returned. The proof
+// runs on ctx, not on a context its batch cancels when it returns.
+func (tx *Tx) NewReuseProof(ctx context.Context, n int) *ReuseProof {
+	return &ReuseProof{tx: tx, ctx: ctx, left: n}
+}
+
+// Option is the FileOption to pass to each PutFile of the batch.
+func (p *ReuseProof) Option() FileOption {
+	return func(o *fileOptions) { o.decided = p.decided }
+}
+
+func (p *ReuseProof) decided(reused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.left--
+	p.reused = p.reused || reused
+	p.uploaded = p.uploaded || !reused
+	if p.left == 0 && p.reused && p.uploaded {
+		p.done = make(chan error, 1)
+		go func() {
+			// Only PutFile's reuses: each has its local file to upload
+			// again if its object turns out unusable. Kept files wait for
+			// Commit, which knows which of them a group commit may carry.
+			// (verifyReferences calls skip with tx.mu held.)
+			p.done <- p.tx.verifyReferences(p.ctx, func(e generation.Entry) bool {
+				r, ok := p.tx.refs.local[e.Path]
+				return !ok || r.entry != e
+			})
+		}()
+	}
+}
+
+// Wait waits for the proof, if it started, and returns its error.
+func (p *ReuseProof) Wait() error {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	return <-done
+}
+
 // verifyReferences is VerifyReferences, leaving out the entries that
 // skip, if not nil, says can wait.
 func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) bool) error {

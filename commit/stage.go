@@ -77,6 +77,9 @@ type Tx struct {
 	// the base whose proof waits until the Tx writes a manifest naming
 	// them itself (see keptFromBase).
 	keptPending func(generation.Entry) bool
+	// stageOnly is set on a Tx of Dataset.Stage, which has no base and
+	// must never commit.
+	stageOnly bool
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -465,11 +468,20 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 			}
 			a := attrsOf(fi)
 			old.Mode, old.MTime = a.mode, a.mtime
-			return tx.noteReuse(old, local, o)
+			if err := tx.noteReuse(old, local, o); err != nil {
+				return err
+			}
+			if o.decided != nil {
+				o.decided(true)
+			}
+			return nil
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+	}
+	if o.decided != nil {
+		o.decided(false)
 	}
 	return tx.putLocal(ctx, path, f, fi, fi.Size(), attrsOf(fi), o)
 }
@@ -480,6 +492,9 @@ type FileOption func(*fileOptions)
 type fileOptions struct {
 	expect        fs.FileInfo
 	ignoreChanges bool
+	// decided, if set, is told whether PutFile reuses the base's object
+	// (true) or uploads the file (false), before any upload (ReuseProof).
+	decided func(reused bool)
 }
 
 // Expect makes PutFile read its local file only if that is still the file
@@ -566,15 +581,17 @@ func (tx *Tx) AddDir(ctx context.Context, dir string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(tx.d.concurrency)
+	proof := tx.NewReuseProof(ctx, len(files))
 	for _, f := range files {
 		rel, err := filepath.Rel(dir, f.path)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		g.Go(func() error { return tx.PutFile(gctx, rel, f.path, Expect(f.info)) })
+		g.Go(func() error { return tx.PutFile(gctx, rel, f.path, Expect(f.info), proof.Option()) })
 	}
-	return g.Wait()
+	err = g.Wait()
+	return errors.Join(err, proof.Wait())
 }
 
 // Reused returns how many files were referenced from the base generation

@@ -62,7 +62,10 @@ that --seq or --gen names) into the directory DEST.
 The files go to a temporary directory beside DEST (.DEST.publish-get-*),
 each verified against the size and sha256 in the manifest, and synced. Only
 when every file is good is the directory renamed to DEST, so DEST holds
-either a complete, verified snapshot or what it held before. Nothing is ever
+either a complete, verified snapshot or what it held before. When get
+returns, the download is durable: each file was fsynced once written,
+then each directory below DEST, then the rename's directory; nothing
+else on the file system is waited for. Nothing is ever
 written outside DEST and its temporary sibling: every path is validated, the
 files are created through a handle that cannot leave the temporary directory,
 and a DEST that is a symbolic link is refused.
@@ -143,7 +146,7 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	}
 
 	parent := filepath.Dir(dest)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := mkdirAll(parent); err != nil {
 		return fmt.Errorf("DEST %s: create its parent directory: %w", dest, unwrapPathError(err))
 	}
 	all := snap.Files()
@@ -172,7 +175,9 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := syncDir(tmp); err != nil {
+	// Each file was synced as it was written; the directories are synced
+	// once they all were, and before the rename into DEST.
+	if err := syncTree(tmp, treeDirs(entries), opts.Concurrency); err != nil {
 		return err
 	}
 	if err := moveInto(tmp, dest, replace); err != nil {
@@ -229,9 +234,9 @@ func checkDest(dest string, force bool) (replace bool, err error) {
 	return false, nil // an empty directory: rename(2) replaces it
 }
 
-// download writes every file of the snapshot below dir, verified. Files are
-// created through an os.Root, which refuses any path that would leave dir,
-// also through symbolic links.
+// download writes every file of the snapshot below dir, verified and
+// synced. Files are created through an os.Root, which refuses any path
+// that would leave dir, also through symbolic links.
 func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entries []generation.Entry, dir string, stderr io.Writer) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -261,14 +266,11 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entri
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return syncAll(dir)
+	return g.Wait()
 }
 
-// getFile downloads the entry e to name below root, verified, and gives it
-// the entry's mode and time as attrs allows. name is e.Path, or a
+// getFile downloads the entry e to name below root, verified, gives it the
+// entry's mode and time as attrs allows, and syncs it. name is e.Path, or a
 // temporary name beside it.
 func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e generation.Entry, name string, attrs attrFlags) error {
 	if d := path.Dir(e.Path); d != "." {
@@ -294,10 +296,16 @@ func getFile(ctx context.Context, root *os.Root, snap *commit.Snapshot, e genera
 			return fmt.Errorf("set the mode of %q: %w", e.Path, err)
 		}
 	}
+	if err := setTime(root, name, e, attrs); err != nil {
+		return err
+	}
+	if err := fsync(f); err != nil {
+		return fmt.Errorf("sync %q: %w", e.Path, err)
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %q: %w", e.Path, err)
 	}
-	return setTime(root, name, e, attrs)
+	return nil
 }
 
 // setTime gives name the entry's recorded modification time, unless the
@@ -382,16 +390,4 @@ func unwrapLinkError(err error) error {
 		return le.Err
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -66,7 +67,10 @@ file sees either its old or its new content, whole. DEST as a whole is not
 replaced atomically: while sync runs, a reader can see some files of the
 new snapshot beside some of the old one. Deletions come last, after every
 download was verified; if a download fails, nothing is deleted and DEST
-holds a mix of old and new files, which the next sync completes. For a
+holds a mix of old and new files, which the next sync completes. When sync
+returns, its changes are durable: each file it downloaded or whose mode or
+time it set was fsynced, then each directory where it created, renamed or
+removed a name. For a
 directory that changes all at once, use 'publish get --force' (a new
 directory swapped in) or publish into a path that readers reach through a
 symbolic link you switch.
@@ -163,7 +167,7 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 		return err
 	}
 	if !opts.DryRun {
-		if err := os.MkdirAll(dest, 0o755); err != nil {
+		if err := mkdirAll(dest); err != nil {
 			return fmt.Errorf("DEST %s: %w", dest, unwrapPathError(err))
 		}
 	}
@@ -343,18 +347,43 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, a.tmp), unwrapPathError(err))
 		}
 	}
+	var fixed []string
 	for _, e := range fix {
 		if err := s.setAttrs(e); err != nil {
 			return err
 		}
+		fixed = append(fixed, e.Path)
 	}
 	for _, p := range extra {
 		if err := s.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
 		}
 	}
-	s.removeEmptyDirs(local, dirs)
-	return syncAll(s.dest)
+	removed := s.removeEmptyDirs(local, dirs)
+
+	// Make the changes durable: the files whose mode or time was set, then
+	// each directory where a name was created, renamed or removed.
+	changed := map[string]bool{}
+	for _, e := range fetch {
+		// The file's directory, and the parent of each directory created
+		// for it.
+		d := path.Dir(e.Path)
+		changed[d] = true
+		for d != "." && !local[d].mode.IsDir() {
+			d = path.Dir(d)
+			changed[d] = true
+		}
+	}
+	for _, p := range slices.Concat(extra, blocked, removed) {
+		changed[path.Dir(p)] = true
+	}
+	for _, d := range removed {
+		delete(changed, d)
+	}
+	if err := syncPaths(s.root, fixed, s.opts.Concurrency); err != nil {
+		return err
+	}
+	return syncPaths(s.root, slices.Sorted(maps.Keys(changed)), s.opts.Concurrency)
 }
 
 // checkTree refuses entries that no directory tree can hold: a path that
@@ -465,11 +494,8 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replace
 			return nil
 		})
 	}
+	// getFile synced each new file: it is durable before it is renamed in.
 	if err := g.Wait(); err != nil {
-		return err
-	}
-	// Every new file is durable before any of them is renamed in.
-	if err := syncAll(s.dest); err != nil {
 		return err
 	}
 	for _, p := range replaced {
@@ -579,8 +605,8 @@ func tempName(p string) (string, error) {
 }
 
 // removeEmptyDirs removes the directories of DEST, deepest first, that the
-// snapshot does not need and that are empty now.
-func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]bool) {
+// snapshot does not need and that are empty now, and returns them.
+func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]bool) []string {
 	var ds []string
 	for p, lf := range local {
 		if lf.mode.IsDir() && !needed[p] {
@@ -588,7 +614,11 @@ func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]b
 		}
 	}
 	slices.SortFunc(ds, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	var removed []string
 	for _, d := range ds {
-		s.root.Remove(d) //nolint:errcheck // a directory that is not empty stays
+		if s.root.Remove(d) == nil { // a directory that is not empty stays
+			removed = append(removed, d)
+		}
 	}
+	return removed
 }

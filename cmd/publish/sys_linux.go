@@ -1,25 +1,6 @@
 package main
 
-import (
-	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
-)
-
-// syncAll makes everything written below dir durable with one syncfs(2) of
-// its file system, instead of an fsync per file.
-func syncAll(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
+import "golang.org/x/sys/unix"
 
 // exchange swaps the paths a and b atomically (renameat2 RENAME_EXCHANGE).
 // It fails with EINVAL, ENOSYS or EOPNOTSUPP where the kernel or the file

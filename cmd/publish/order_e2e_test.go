@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/wanproxy"
+)
+
+// proxyLog is the wanproxy's request log, written by its goroutines.
+type proxyLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *proxyLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// events returns the log's lines since the last call, as "-> METHOD
+// PATH" when a request reached the server and "<- METHOD PATH" when its
+// answer was handed back, with the query left out except for a listing.
+func (l *proxyLog) events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		// "SECONDS #N -> METHOD TARGET" or "SECONDS #N <- STATUS METHOD TARGET (...)"
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		method, target := f[3], f[4]
+		if f[2] == "<-" {
+			method, target = f[4], f[5]
+		}
+		if path, query, _ := strings.Cut(target, "?"); !strings.Contains(query, "list-type") {
+			target = path
+		} else {
+			target = path + "?list"
+		}
+		out = append(out, f[2]+" "+method+" "+target)
+	}
+	l.b.Reset()
+	return out
+}
+
+// TestPutReusedProvenOnce: a put through a store 20 ms away that changes
+// two files of four proves the two it reuses while the changed ones
+// upload, in one listing, and sends each request only once what it
+// depends on is answered: the data PUTs after the base manifest, the
+// manifest PUT after the data PUTs and the proof, the pointer PUT after
+// the manifest PUT. Seven requests: the floor.
+func TestPutReusedProvenOnce(t *testing.T) {
+	srv := s3server.Shared(t)
+	srv.UseCredentials()
+	bucket := srv.NewBucket(t)
+	var log proxyLog
+	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 20*time.Millisecond, &log)
+	require.NoError(t, err)
+	defer p.Close()
+
+	src := writeTree(t, map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"})
+	url := "s3://" + bucket + "/ds"
+	ok(t, "--endpoint", p.URL, "--path-style", "put", src, url)
+	for _, name := range []string{"a", "b"} {
+		require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte("changed"), 0o644))
+	}
+	log.events()
+	out := ok(t, "--endpoint", p.URL, "--path-style", "put", src, url)
+	require.Contains(t, out, "4 files (2 reused)")
+	ev := log.events()
+	timeline := strings.Join(ev, "\n")
+
+	ds := "/" + bucket + "/ds/"
+	isPointer := func(e string) bool { return strings.HasSuffix(e, ds+"_pointer") }
+	isManifest := func(e string) bool { return strings.HasSuffix(e, "/_manifest") }
+	isProof := func(e string) bool { return strings.HasSuffix(e, "?list") || strings.Contains(e, " HEAD ") }
+	isData := func(e string) bool {
+		return strings.Contains(e, " PUT ") && strings.Contains(e, ds+"_gen/") && !isManifest(e)
+	}
+	// first returns the index of the first event of kind dir ("->" or
+	// "<-") that match picks, last the index of the last; -1 if none.
+	first := func(dir string, match func(string) bool) int {
+		for i, e := range ev {
+			if strings.HasPrefix(e, dir) && match(e) {
+				return i
+			}
+		}
+		return -1
+	}
+	last := func(dir string, match func(string) bool) int {
+		n := -1
+		for i, e := range ev {
+			if strings.HasPrefix(e, dir) && match(e) {
+				n = i
+			}
+		}
+		return n
+	}
+	put := func(match func(string) bool) func(string) bool {
+		return func(e string) bool { return strings.Contains(e, " PUT ") && match(e) }
+	}
+	get := func(match func(string) bool) func(string) bool {
+		return func(e string) bool { return strings.Contains(e, " GET ") && match(e) }
+	}
+
+	var sent []string
+	for _, e := range ev {
+		if strings.HasPrefix(e, "->") {
+			sent = append(sent, e)
+		}
+	}
+	require.Len(t, sent, 7, "requests of the put:\n%s", timeline)
+	for _, c := range []struct {
+		name string
+		n    int
+		m    func(string) bool
+	}{
+		{"pointer GET", 1, get(isPointer)}, {"manifest GET", 1, get(isManifest)}, {"data PUT", 2, isData},
+		{"proof", 1, isProof}, {"manifest PUT", 1, put(isManifest)}, {"pointer PUT", 1, put(isPointer)},
+	} {
+		n := 0
+		for _, e := range sent {
+			if c.m(e) {
+				n++
+			}
+		}
+		require.Equal(t, c.n, n, "%s requests:\n%s", c.name, timeline)
+	}
+	before := func(what string, a, b func(string) bool) {
+		t.Helper()
+		if last("<-", a) > first("->", b) {
+			t.Errorf("%s:\n%s", what, timeline)
+		}
+	}
+	before("the base manifest GET follows the pointer GET", get(isPointer), get(isManifest))
+	before("the data PUTs follow the pointer GET (the staging start)", get(isPointer), isData)
+	before("the data PUTs follow the base manifest (which files are reused)", get(isManifest), isData)
+	before("the manifest PUT follows the data PUTs", isData, put(isManifest))
+	before("the manifest PUT follows the proof", isProof, put(isManifest))
+	before("the pointer PUT follows the manifest PUT", put(isManifest), put(isPointer))
+	if first("->", isProof) > last("<-", isData) {
+		t.Errorf("the proof waited for the data PUTs; want it sent while they are under way:\n%s", timeline)
+	}
+}
