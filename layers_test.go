@@ -10,11 +10,13 @@ import (
 // layers is the layering of docs/ARCHITECTURE.md: a library package
 // imports only packages of lower layers. Paths are relative to the module.
 var layers = map[string]int{
-	"examples": 12, "examples/*": 12,
-	".": 11, "cmd/publish": 11,
-	"internal/bench":             10,
-	"gc":                         9,
+	"examples": 13, "examples/*": 13,
+	".": 12, "cmd/publish": 12,
+	"internal/bench":             11,
+	"gc":                         10,
 	"serve":                      9,
+	"job":                        9,
+	"mount":                      9,
 	"commit":                     8,
 	"commit/internal/group":      7,
 	"pointer":                    6,
@@ -40,7 +42,8 @@ var testSupport = map[string]bool{
 	"store/storetest": true, "internal/faultstore": true, "internal/faults": true,
 	"internal/faults/remote": true, "internal/teststores": true, "internal/s3server": true,
 	"internal/gcsserver": true, "internal/azurite": true, "internal/procattr": true,
-	"internal/reliability": true, "internal/perf": true,
+	"internal/reliability": true, "internal/perf": true, "internal/wanproxy": true,
+	"internal/wanproxy/cmd/wanproxy": true,
 }
 
 const module = "github.com/commitptr/commitptr"

@@ -32,9 +32,8 @@ type putOptions struct {
 	LeaseTTL    time.Duration
 	Wait        time.Duration
 	Probe       bool
-	Fence       uint64
-	FenceLease  string
-	NoReuse     bool
+	fenceFlags
+	NoReuse bool
 	// IgnoreChanging publishes a file that changes while put reads it
 	// (see the help).
 	IgnoreChanging bool
@@ -60,8 +59,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Lease, "lease", "", "commit fenced under the lease `NAME`: acquire it, and commit with its token")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "TTL of the lease taken with --lease; it is renewed every TTL/3")
 	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
-	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token of the lease --fence-lease (default: $COMMITPTR_FENCE, which 'publish run' sets)")
-	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
+	o.fenceFlags.add(cmd)
 	f.BoolVar(&o.NoReuse, "no-reuse", false, "upload every file, even one the current generation holds unchanged")
 	f.BoolVar(&o.IgnoreChanging, "ignore-changing", false, "publish a file that changes while put reads it, as far as put read it, instead of failing (for logs that are always being written)")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
@@ -426,6 +424,14 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
+	// The reused files are proven while the others upload. Under --into
+	// the proof waits for Commit, which knows which files a group commit
+	// may carry.
+	var proof *commit.ReuseProof
+	if opts.Into == "" {
+		proof = tx.NewReuseProof(ctx, len(files))
+		changing = append(changing, proof.Option())
+	}
 	for _, f := range files {
 		g.Go(func() error {
 			if err := tx.PutFile(gctx, f.path, f.local, append([]commit.FileOption{commit.Expect(f.info)}, changing...)...); err != nil {
@@ -440,7 +446,11 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 			return nil
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	if proof != nil {
+		err = errors.Join(err, proof.Wait())
+	}
+	return err
 }
 
 // changedSource says in the user's terms that a file of SRC changed while
@@ -476,9 +486,7 @@ func discardStaged(ctx context.Context, tx *commit.Tx, cause error, stderr io.Wr
 }
 
 // fenceFromEnv fills --fence and --fence-lease from what 'publish run'
-// exports, where the flags are not given. A token means something only
-// with the identity of the lease that issued it, so one without the other
-// is refused rather than compared with another lease's tokens.
+// exports, unless --lease brings its own token.
 func (o *putOptions) fenceFromEnv(cmd *cobra.Command) error {
 	if o.Lease != "" {
 		// --lease brings its own token and identity.
@@ -487,6 +495,25 @@ func (o *putOptions) fenceFromEnv(cmd *cobra.Command) error {
 		}
 		return nil
 	}
+	return o.fenceFlags.fromEnv(cmd)
+}
+
+// fenceFlags are --fence and --fence-lease: a fencing token and the
+// identity of the lease that issued it.
+type fenceFlags struct {
+	Fence      uint64
+	FenceLease string
+}
+
+func (o *fenceFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Uint64Var(&o.Fence, "fence", 0, "commit with this fencing token of the lease --fence-lease (default: $COMMITPTR_FENCE, which 'publish run' sets)")
+	f.StringVar(&o.FenceLease, "fence-lease", "", "the identity of the lease that issued --fence, as 'publish run' exports it (default: $COMMITPTR_LEASE_ID)")
+}
+
+// fromEnv takes the flags not given from $COMMITPTR_FENCE and
+// $COMMITPTR_LEASE_ID, and checks that a token comes with its lease.
+func (o *fenceFlags) fromEnv(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("fence") {
 		if v := os.Getenv("COMMITPTR_FENCE"); v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)

@@ -69,6 +69,7 @@ func registerCompletions(g *globalOptions, root *cobra.Command) {
 			"tag":   tags,
 			"lease": leases,
 			"to":    refs,
+			"ref":   namedRefs,
 		}
 		for name, list := range flagFuncs {
 			if c.Flags().Lookup(name) != nil {
@@ -179,6 +180,19 @@ func tags(ctx context.Context, s store.Store, _ *commit.Dataset) []string {
 // refs are what diff and rollback --to take: seqs and tag:NAME.
 func refs(ctx context.Context, s store.Store, d *commit.Dataset) []string {
 	out := seqs(ctx, s, d)
+	for _, t := range tags(ctx, s, d) {
+		out = append(out, commit.TagRefPrefix+t)
+	}
+	return out
+}
+
+// namedRefs are what mount --ref takes, in commit.ParseRef's forms:
+// current, @SEQ and tag:NAME.
+func namedRefs(ctx context.Context, s store.Store, d *commit.Dataset) []string {
+	out := []string{commit.Current.String()}
+	for _, seq := range seqs(ctx, s, d) {
+		out = append(out, "@"+seq)
+	}
 	for _, t := range tags(ctx, s, d) {
 		out = append(out, commit.TagRefPrefix+t)
 	}

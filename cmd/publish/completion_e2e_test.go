@@ -43,6 +43,7 @@ func TestCompletion(t *testing.T) {
 			assert.Empty(t, tg.complete(t, "get", url, "--tag", "nope"))
 			assert.Equal(t, []string{"2", "1", "tag:release-1"}, tg.complete(t, "diff", url, ""))
 			assert.Equal(t, []string{"tag:release-1"}, tg.complete(t, "rollback", url, "--to", "tag:"))
+			assert.Equal(t, []string{"current", "@2", "@1", "tag:release-1"}, tg.complete(t, "mount", url, "--ref", ""))
 			assert.Equal(t, []string{"nightly"}, tg.complete(t, "lease", "status", url, ""))
 			gens := tg.complete(t, "show", url, "--gen", "")
 			require.Len(t, gens, 2)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/mount"
 )
 
 // Exit statuses. They are documented in every command's help and in
@@ -32,6 +34,7 @@ const (
 	exitHeld        = 4
 	exitUnknown     = 5
 	exitFenced      = 6
+	exitNoFUSE      = 7
 	exitInterrupted = 130
 )
 
@@ -115,12 +118,14 @@ func exitCode(ctx context.Context, err error) int {
 		return ee.code
 	case errors.Is(err, commit.ErrCommitUnknown):
 		return exitUnknown
-	case errors.Is(err, commit.ErrConflict):
+	case errors.Is(err, commit.ErrConflict), errors.Is(err, job.ErrTaskLost):
 		return exitLost
 	case errors.Is(err, commit.ErrFenced), errors.Is(err, commit.ErrStale), errors.Is(err, lease.ErrLost):
 		return exitFenced
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
+	case errors.Is(err, mount.ErrNoFUSE):
+		return exitNoFUSE
 	case errors.Is(err, lease.ErrHeld), errors.Is(err, gc.ErrBusy):
 		return exitHeld
 	case errors.As(err, &ue):

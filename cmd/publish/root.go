@@ -40,7 +40,7 @@ the command line wins over its variable.
 The first write to a dataset, a lease or a shared object (put on a dataset
 without commits, the first acquisition of a lease name, update creating an
 object) checks that the store enforces conditional writes (see 'publish
-probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
+probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitNoFUSE, exitInterrupted),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +80,8 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newFencesCommand(g),
 		newVersionCommand(),
 		newServeCommand(g),
+		newJobCommand(g),
+		newMountCommand(g),
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)
@@ -111,6 +113,7 @@ var exitDescriptions = map[int]string{
 	exitHeld:        "the lease is held by someone else (for gc: or commits kept landing too fast to collect); try again later",
 	exitUnknown:     "outcome unknown: the commit may or may not have landed; nothing was deleted (check with 'publish show')",
 	exitFenced:      "fenced or stale: our lease has a higher fencing token in the dataset (or the dataset takes fenced writers only), the collector's horizon passed our generation, or the lease was lost",
+	exitNoFUSE:      "FUSE is not available (mount): no /dev/fuse, or no right to mount (not root, and no fusermount3)",
 	exitInterrupted: "interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT)",
 }
 
