@@ -14,16 +14,13 @@ import (
 // checkFence refuses a commit whose token is below the one its lease has in
 // cur, or a commit without a token where cur takes fenced writers only.
 func checkFence(cur *pointer.Pointer, token uint64, lease string) error {
-	if token == 0 {
-		if cur.FencedOnly {
-			return &FencedError{}
-		}
+	switch {
+	case cur.Admits(token, lease):
 		return nil
+	case token == 0:
+		return &FencedError{}
 	}
-	if have := cur.FenceOf(lease); have > token {
-		return &FencedError{Lease: lease, Mine: token, Committed: have}
-	}
-	return nil
+	return &FencedError{Lease: lease, Mine: token, Committed: cur.FenceOf(lease)}
 }
 
 // RegisterFence records token as the highest token of the lease with this

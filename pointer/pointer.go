@@ -241,6 +241,16 @@ func (p *Pointer) FenceOf(lease string) uint64 {
 	return p.Fences[lease]
 }
 
+// Admits reports whether a commit holding token of lease (0 for none) may
+// replace p: its token is at least the lease's fence in p, and a commit
+// without a token needs a p that does not take fenced writers only.
+func (p *Pointer) Admits(token uint64, lease string) bool {
+	if token == 0 {
+		return !p.FencedOnly
+	}
+	return p.FenceOf(lease) <= token
+}
+
 // RaiseFence records token as the lease's highest, unless p has a higher
 // one already: a pointer write never lowers a fence. It copies the fence
 // map, so a pointer copied with a struct assignment keeps its own.

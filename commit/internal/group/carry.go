@@ -40,15 +40,6 @@ func (m *Member) Conflicts(o *Member) bool {
 	return false
 }
 
-// fenceAdmits reports whether a commit with token of lease (0 for none)
-// may replace cur, as the commit's own guard would.
-func fenceAdmits(cur *pointer.Pointer, token uint64, lease string) bool {
-	if token == 0 {
-		return !cur.FencedOnly
-	}
-	return cur.FenceOf(lease) <= token
-}
-
 // Admit reports whether the intent can be applied on h, with the guards
 // the writer's own commit would face there (the collector's horizon
 // against its staging start, and its lease's fence), and returns the
@@ -60,7 +51,7 @@ func Admit(in *Intent, h *Head) (*Member, bool) {
 	if !cur.GCHorizon.IsZero() && !cur.GCHorizon.Before(in.StagingStart) {
 		return nil, false
 	}
-	if !fenceAdmits(cur, in.Fence, in.FenceLease) {
+	if !cur.Admits(in.Fence, in.FenceLease) {
 		return nil, false
 	}
 	if in.Scope != "" && (!strings.HasSuffix(in.Scope, "/") || generation.CheckPath(strings.TrimSuffix(in.Scope, "/")) != nil) {
