@@ -165,6 +165,9 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 		return nil, &usageError{fmt.Errorf("open %s: %w", u.Redacted(), err)}
 	}
 	g.log().Debug("opened store", "url", u.Redacted())
+	if g.Verbose >= 2 {
+		s = store.WithLog(s, g.log())
+	}
 	return s, nil
 }
 

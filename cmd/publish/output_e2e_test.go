@@ -99,6 +99,27 @@ func TestQuietAndVerbose(t *testing.T) {
 	}
 }
 
+// TestRequestsLoggedOnlyAtVV: -vv logs every request with its kind and
+// key (the commit's pointer write among them); -v logs none.
+func TestRequestsLoggedOnlyAtVV(t *testing.T) {
+	for _, tg := range fileTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			url := tg.url(t)
+			src := writeTree(t, map[string]string{"a": "aaa"})
+			r := tg.run(t, "-v", "put", src, url)
+			require.Zero(t, r.code, r.stderr)
+			assert.NotContains(t, r.stderr, "msg=request")
+
+			require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("AAA"), 0o644))
+			r = tg.run(t, "-vv", "put", src, url)
+			require.Zero(t, r.code, r.stderr)
+			assert.Regexp(t, `msg=request op=get key=_pointer `, r.stderr)
+			assert.Regexp(t, `msg=request op=put key=_gen/[^/ ]+/a .*size=3`, r.stderr)
+			assert.Regexp(t, `msg=request op=put key=_pointer .*if=match`, r.stderr)
+		})
+	}
+}
+
 // TestProgressDisplay: --progress shows the display on a stderr that is
 // not a terminal; it counts files and uses the summary's units.
 func TestProgressDisplay(t *testing.T) {
