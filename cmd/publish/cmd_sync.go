@@ -280,6 +280,17 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		}
 	}
 
+	// Extra files below a directory that the snapshot replaces by a file
+	// go with that directory.
+	var withReplaced []string
+	extra = slices.DeleteFunc(extra, func(p string) bool {
+		if below(p, replaced) {
+			withReplaced = append(withReplaced, p)
+			return true
+		}
+		return false
+	})
+
 	// Compare the files on disk with the snapshot, by size and sha256.
 	var fetch, fix []generation.Entry
 	var mu sync.Mutex
@@ -326,6 +337,7 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		s.res.Attrs = append(s.res.Attrs, e.Path)
 	}
 	s.res.Deleted = append(s.res.Deleted, extra...)
+	s.res.Deleted = append(s.res.Deleted, withReplaced...)
 	s.res.Deleted = append(s.res.Deleted, blocked...)
 	for _, l := range [][]string{s.res.Added, s.res.Updated, s.res.Attrs, s.res.Deleted} {
 		slices.Sort(l)
@@ -557,6 +569,16 @@ func (s *syncer) putBack(aside []asideFile) {
 	}
 }
 
+// below reports whether p lies below one of the directories dirs.
+func below(p string, dirs []string) bool {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if slices.Contains(dirs, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // removeEmptyTree removes the directory p of DEST and the directories
 // below it, if they hold no files; it never removes a file.
 func (s *syncer) removeEmptyTree(p string) {
@@ -605,7 +627,8 @@ func tempName(p string) (string, error) {
 }
 
 // removeEmptyDirs removes the directories of DEST, deepest first, that the
-// snapshot does not need and that are empty now, and returns them.
+// snapshot does not need (needed) and that are empty by now. A path that is
+// no longer a directory (the snapshot's file replaced it) stays.
 func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]bool) []string {
 	var ds []string
 	for p, lf := range local {
@@ -616,6 +639,9 @@ func (s *syncer) removeEmptyDirs(local map[string]localFile, needed map[string]b
 	slices.SortFunc(ds, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	var removed []string
 	for _, d := range ds {
+		if fi, err := s.root.Lstat(d); err != nil || !fi.IsDir() {
+			continue
+		}
 		if s.root.Remove(d) == nil { // a directory that is not empty stays
 			removed = append(removed, d)
 		}
