@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -177,3 +178,19 @@ func (d *Dataset) Store() store.Store { return d.s }
 // They run even after the caller's context is cancelled: walking away
 // without knowing the outcome would leave it unknown.
 const resolveTimeout = 30 * time.Second
+
+// CheckPath refuses a path that no commit of this dataset can stage: one
+// generation.CheckPath refuses, or one whose object key, with the store's
+// prefix, is longer than the store takes (store.MaxKeyBytes). A writer
+// checks all its paths with it before it uploads anything.
+func (d *Dataset) CheckPath(path string) error {
+	if err := generation.CheckPath(path); err != nil {
+		return err
+	}
+	// Every generation id has the length of this one.
+	const anyGeneration = "00000000-0000-0000-0000-000000000000"
+	if n := len(store.FullKey(d.s, generation.DataKey(anyGeneration, path))); n > store.MaxKeyBytes {
+		return fmt.Errorf("path of %d bytes: its object key would have %d bytes with the store's prefix, more than the %d object stores take: %w", len(path), n, store.MaxKeyBytes, store.ErrInvalidKey)
+	}
+	return nil
+}

@@ -394,6 +394,9 @@ func (tx *Tx) claimKey(path string) (string, error) {
 		}
 		key = generation.DataKey(tx.gen, suffixed)
 	}
+	if err := store.CheckKeyLength(tx.d.s, key); err != nil {
+		return "", fmt.Errorf("commit: stage %q: %w", path, err)
+	}
 	tx.keys[key] = true
 	tx.staged = append(tx.staged, key)
 	return key, nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -67,3 +68,33 @@ func (x *prefixed) List(ctx context.Context, req ListRequest) (ListPage, error) 
 
 // Unwrap returns the store below the prefix.
 func (x *prefixed) Unwrap() Store { return x.s }
+
+// MaxKeyBytes is the longest key, in bytes, that every supported store
+// takes: S3, Cloud Storage and Azure Blob Storage limit keys to 1024.
+const MaxKeyBytes = 1024
+
+// FullKey returns key as the service below s sees it: with the prefixes of
+// every WithPrefix between s and the driver.
+func FullKey(s Store, key string) string {
+	for s != nil {
+		switch x := s.(type) {
+		case *prefixed:
+			key = x.p + key
+			s = x.s
+		case interface{ Unwrap() Store }:
+			s = x.Unwrap()
+		default:
+			return key
+		}
+	}
+	return key
+}
+
+// CheckKeyLength refuses a key that, with the prefixes of s, is longer
+// than MaxKeyBytes; the error names the key and matches ErrInvalidKey.
+func CheckKeyLength(s Store, key string) error {
+	if full := FullKey(s, key); len(full) > MaxKeyBytes {
+		return fmt.Errorf("key %.80q... has %d bytes with the store's prefix, more than the %d object stores take: %w", full, len(full), MaxKeyBytes, ErrInvalidKey)
+	}
+	return nil
+}

@@ -256,6 +256,11 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	s := d.Store()
+	for _, f := range files {
+		if err := d.CheckPath(f.path); err != nil {
+			return fmt.Errorf("SRC %s: %s cannot be published: %w", opts.Src, f.local, err)
+		}
+	}
 
 	fence, fenceLease := opts.Fence, opts.FenceLease
 	var held *lease.Lease
