@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -237,6 +237,11 @@ type linRun struct {
 	// rebase: every commit keeps the files, adds one of its own (and, one
 	// in four, writes the path "shared"), and rebases on a lost CAS.
 	rebase bool
+	// withJobs: in a rebase run, one operation in eight is a job
+	// (commitJob).
+	withJobs bool
+	jobSeq   atomic.Int64
+	jstats   jobStats
 	// rebased counts the commits that succeeded after rebasing, on their
 	// own or carried; carried those that another writer's commit carried
 	// (group commit). rebasedChecked counts the rebased generations of the
@@ -253,8 +258,9 @@ type linRun struct {
 	clientCtx func(ctx context.Context, client int) context.Context
 
 	mu      sync.Mutex
-	results map[string]string // generation → commit outcome (not carried ones)
-	txs     map[string]*txRec // rebase runs: Tx id → what it staged and how it ended
+	results map[string]string  // generation → commit outcome (not carried ones)
+	txs     map[string]*txRec  // rebase runs: Tx id → what it staged and how it ended
+	jobs    map[string]*jobRec // job id → its operation
 }
 
 // txRec is one Tx of a rebase run.
@@ -294,6 +300,8 @@ func (r *linRun) run(ctx context.Context) {
 				switch {
 				case rnd.IntN(2) == 1:
 					r.read(ctx, c, rnd.IntN(2) == 0)
+				case r.rebase && r.withJobs && rnd.IntN(4) == 0:
+					r.commitJob(ctx, c, rnd)
 				case r.rebase:
 					r.commitRebase(ctx, c, rnd.IntN(4) == 0)
 				default:
@@ -521,6 +529,22 @@ func (r *linRun) read(ctx context.Context, client int, open bool) {
 	// The file of the generation's writer, and in a rebase run those of
 	// the writers it carried: each holds its Tx's id.
 	files := map[string]string{"data": v.Gen}
+	if id := snap.Manifest.Meta[job.MetaKey]; r.rebase && id != "" {
+		// A job generation: its job's files, each its attempt's.
+		for _, e := range snap.Files() {
+			if !strings.HasPrefix(e.Path, jobPath(id, "")) {
+				continue
+			}
+			b, err := snap.ReadFile(ctx, e.Path)
+			switch {
+			case brokenInvariant(err):
+				r.violation("snapshot %s: %v", v, err)
+			case err == nil:
+				r.checkJobFile(fmt.Sprintf("snapshot %s", v), e, b)
+			}
+		}
+		return
+	}
 	if r.rebase {
 		own := snap.Manifest.Meta["own"]
 		files = map[string]string{"w/" + own: own}
@@ -558,18 +582,26 @@ func (r *linRun) verify(ctx context.Context) {
 	snap, err := d.Open(ctx)
 	if errors.Is(err, commit.ErrNoCommits) {
 		require.Zero(t, r.stats.ok.Load(), "commits succeeded but there is no pointer")
+		require.Zero(t, r.jstats.ok.Load(), "job commits succeeded but there is no pointer")
 		return
 	}
 	require.NoError(t, err, "I1: the final pointer resolves")
 	r.rec.add(0, linInput{Kind: opRead}, linOutput{Value: reg{Seq: snap.Seq(), Gen: snap.Generation()}}, call, r.rec.now(), "final")
 	if r.rebase {
-		own := snap.Manifest.Meta["own"]
-		b, err := snap.ReadFile(ctx, "w/"+own)
-		require.NoError(t, err, "I1: the final generation's file")
-		require.Equal(t, own, string(b), "I3")
+		if snap.Manifest.Meta[job.MetaKey] == "" {
+			own := snap.Manifest.Meta["own"]
+			b, err := snap.ReadFile(ctx, "w/"+own)
+			require.NoError(t, err, "I1: the final generation's file")
+			require.Equal(t, own, string(b), "I3")
+		}
+		// Every commit keeps the files: the final generation holds every
+		// job file the chain ever held.
 		for _, e := range snap.Files() {
-			_, err := snap.ReadFile(ctx, e.Path)
+			b, err := snap.ReadFile(ctx, e.Path)
 			require.NoError(t, err, "I1: file %s of the final generation", e.Path)
+			if strings.HasPrefix(e.Path, "j/") {
+				r.checkJobFile("the final generation", e, b)
+			}
 		}
 	} else {
 		b, err := snap.ReadFile(ctx, "data")
@@ -594,6 +626,9 @@ func (r *linRun) verify(ctx context.Context) {
 		}
 	}
 	require.EqualValues(t, snap.Seq(), len(chain), "the chain holds one generation per seq")
+	if r.withJobs {
+		r.verifyJobs(ms)
+	}
 	var appliedUnknown int
 	for gen, res := range r.results {
 		_, in := chain[gen]
@@ -671,8 +706,13 @@ func (r *linRun) verifyApplied(ms []*generation.Manifest) (carriedUnknown int) {
 // parent's files, its own, and those of the writers it carried: for its
 // writer and each carried Tx c, "w/<c>", and "shared" if c wrote it, in
 // objects staged under c's id. Writers that both wrote "shared" overlap,
-// so no generation may combine two of them.
+// so no generation may combine two of them. A job's generation is
+// checkJob's.
 func (r *linRun) checkUnion(m, parent *generation.Manifest) {
+	if m.Meta[job.MetaKey] != "" {
+		r.checkJob(m, parent)
+		return
+	}
 	own := m.Meta["own"]
 	want := map[string]string{}
 	if parent != nil {
@@ -705,18 +745,7 @@ func (r *linRun) checkUnion(m, parent *generation.Manifest) {
 	}
 	if !maps.Equal(got, want) {
 		bad = true
-		var diff []string
-		for _, p := range slices.Sorted(maps.Keys(want)) {
-			if got[p] != want[p] {
-				diff = append(diff, fmt.Sprintf("%s: has %q, want %q", p, got[p], want[p]))
-			}
-		}
-		for _, p := range slices.Sorted(maps.Keys(got)) {
-			if _, ok := want[p]; !ok {
-				diff = append(diff, fmt.Sprintf("%s: has %q, want none", p, got[p]))
-			}
-		}
-		r.violation("generation %s (seq %d, Tx %s, carrying %d) is not its parent's files plus its own and its carried writers': %s", m.Generation, m.Seq, own, len(m.Carried), strings.Join(diff, "; "))
+		r.violation("generation %s (seq %d, Tx %s, carrying %d) is not its parent's files plus its own and its carried writers': %s", m.Generation, m.Seq, own, len(m.Carried), filesDiff(got, want))
 	}
 	if bad {
 		r.unionBad.Add(1)
@@ -852,28 +881,12 @@ func TestLinearizableRebase(t *testing.T) {
 				plan.ops = min(plan.ops, 250)
 			}
 			for i := range plan.runs {
-				s := seed(t, 2000) + uint64(i)
-				in := faults.New(faults.Config{Seed: s, Rates: faults.Uniform(defaultRates), MaxLatency: 20 * time.Millisecond})
-				tg := newTarget(t, driver, in)
-				r := &linRun{
-					t: t, tg: tg, rec: newRecorder(), clients: plan.clients, budget: int64(plan.ops), seed: s, rebase: true,
-					d:       commit.New(tg.faulty, commit.WithWriter(fmt.Sprintf("linrb-%d", i)), commit.WithConcurrency(2)),
-					results: map[string]string{}, txs: map[string]*txRec{},
-				}
-				ctx := context.Background()
-				start := time.Now()
-				r.run(ctx)
-				in.SetEnabled(false)
-				r.verify(ctx)
-				r.check(fmt.Sprintf("linrb-%s-seed%d", driver, s))
+				r := rebaseRun(t, driver, "linrb", seed(t, 2000)+uint64(i), plan, false)
 				total.Add(r.stats.ops.Load())
 				rebased.Add(r.rebased.Load())
 				carried.Add(r.carried.Load())
 				checked.Add(r.rebasedChecked.Load())
 				groups.Add(r.groupsChecked.Load())
-				assert.Zero(t, r.unionBad.Load(), "generations that fail the union check")
-				t.Logf("run %d (seed %d, %s): %s; %d commits rebased, %d carried; %d rebased and %d group generations checked; violations=%d; faults: %s",
-					i, s, time.Since(start).Round(time.Millisecond), &r.stats, r.rebased.Load(), r.carried.Load(), r.rebasedChecked.Load(), r.groupsChecked.Load(), r.violations.Load(), in.Counts())
 			}
 		})
 	}
@@ -881,6 +894,32 @@ func TestLinearizableRebase(t *testing.T) {
 	require.Positive(t, carried.Load(), "no commit was carried: the run did not exercise group commit")
 	t.Logf("%d operations checked; %d commits rebased, %d carried; %d rebased and %d group generations checked for the union",
 		total.Load(), rebased.Load(), carried.Load(), checked.Load(), groups.Load())
+}
+
+// rebaseRun runs, verifies and checks one rebase run on a fresh store of
+// driver, with job operations if withJobs, and logs what it did.
+func rebaseRun(t *testing.T, driver, kind string, s uint64, plan linPlan, withJobs bool) *linRun {
+	in := faults.New(faults.Config{Seed: s, Rates: faults.Uniform(defaultRates), MaxLatency: 20 * time.Millisecond})
+	tg := newTarget(t, driver, in)
+	r := &linRun{
+		t: t, tg: tg, rec: newRecorder(), clients: plan.clients, budget: int64(plan.ops), seed: s, rebase: true, withJobs: withJobs,
+		d:       commit.New(tg.faulty, commit.WithWriter(fmt.Sprintf("%s-%d", kind, s)), commit.WithConcurrency(2)),
+		results: map[string]string{}, txs: map[string]*txRec{}, jobs: map[string]*jobRec{},
+	}
+	ctx := context.Background()
+	start := time.Now()
+	r.run(ctx)
+	in.SetEnabled(false)
+	r.verify(ctx)
+	r.check(fmt.Sprintf("%s-%s-seed%d", kind, driver, s))
+	assert.Zero(t, r.unionBad.Load(), "generations that fail the union check")
+	jobs := ""
+	if withJobs {
+		jobs = fmt.Sprintf("; %s", &r.jstats)
+	}
+	t.Logf("run seed %d (%s): %s; %d commits rebased, %d carried; %d rebased and %d group generations checked%s; violations=%d; faults: %s",
+		s, time.Since(start).Round(time.Millisecond), &r.stats, r.rebased.Load(), r.carried.Load(), r.rebasedChecked.Load(), r.groupsChecked.Load(), jobs, r.violations.Load(), in.Counts())
+	return r
 }
 
 // TestLinearizabilityOutcomeUnknownWrappingConflict: a commit that lost a
