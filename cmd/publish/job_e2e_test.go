@@ -141,9 +141,23 @@ func TestJobOfManyTaskProcesses(t *testing.T) {
 
 			// Nothing is left in staging after gc: the losing and the
 			// killed attempts' objects are orphans, the commit record goes
-			// with the orphan age. The wait lets the store's clock pass
-			// their times (one-second resolution).
-			time.Sleep(1200 * time.Millisecond)
+			// with the orphan age, once the store's clock (whole seconds)
+			// is past the newest of them.
+			var newest time.Time
+			for o, err := range store.List(ctx, s, "", "", "") {
+				require.NoError(t, err)
+				if o.LastModified.After(newest) {
+					newest = o.LastModified
+				}
+			}
+			for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+				a, err := s.Head(ctx, "_pointer")
+				require.NoError(t, err)
+				if a.ServerTime.After(newest) {
+					break
+				}
+				require.Less(t, time.Since(start), time.Minute, "the store's clock stands still at %v", a.ServerTime)
+			}
 			tg.ok(t, "gc", "--orphan-age", "0", url)
 			kept := map[string]bool{generation.ManifestKey(snap.Generation()): true}
 			for _, e := range snap.Files() {
