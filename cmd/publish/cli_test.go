@@ -558,7 +558,7 @@ func TestHelpDocumentsExitStatus(t *testing.T) {
 	root := newRootCommand(nil, io.Discard, io.Discard)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" || c.Parent() != nil && c.Parent().Name() == "completion" {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" || c.Parent() != nil && c.Parent().Name() == "completion" || c.IsAdditionalHelpTopicCommand() {
 			return
 		}
 		assert.Contains(t, c.Long, "EXIT STATUS", "help of %q", c.CommandPath())

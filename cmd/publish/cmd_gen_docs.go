@@ -64,7 +64,7 @@ func docPages(root *cobra.Command) map[string][]byte {
 }
 
 func documented(c *cobra.Command) bool {
-	return c.IsAvailableCommand() || c == c.Root()
+	return c.IsAvailableCommand() || c.IsAdditionalHelpTopicCommand() || c == c.Root()
 }
 
 func docFile(c *cobra.Command) string {

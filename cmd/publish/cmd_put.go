@@ -80,103 +80,56 @@ func newPutCommand(g *globalOptions) *cobra.Command {
 		Long: `Put publishes SRC, a directory or a single file, as a new generation of the
 dataset at URL, and prints the new seq and generation.
 
-Files are staged under a fresh generation id, in parallel, computing each
-file's sha256 while it streams; then the manifest is written, and one
-conditional write of the pointer commits. Readers never see a partial
-generation. The publish is incremental: a file whose path, size and sha256
-match the current generation is referenced, not uploaded again. Before
-the commit, put proves that every object it references still exists with
-the right size (about one LIST request per 1,000 reused files, or a HEAD
-for a lone one); a file whose object is missing or damaged is uploaded
-again, so publishing again repairs such a dataset. --no-reuse uploads
-every file. Files that are not in SRC are not in the new generation, nor
-are the files the filters leave out (see Filters below) or empty
-directories. A single file is published under its base name. A local
-store (file:// or a path) inside SRC, as in 'put . ./store', is left out
-of SRC with everything below it; -v says so.
+Files are staged under a fresh generation id, in parallel, hashing each
+(sha256) as it streams; then the manifest is written, and one conditional
+write of the pointer commits. Readers never see a partial generation. A
+file whose path, size and sha256 match the current generation is reused,
+not uploaded (--no-reuse uploads all); before the commit, put proves that
+each reused object still exists (about one LIST per 1,000 files), and
+uploads again one that is missing or damaged. Files not in SRC, files the
+filters leave out, and empty directories are not in the new generation. A
+single file is published under its base name. A local store inside SRC
+('put . ./store') is left out. Each file's mode (at most 0777) and
+modification time are recorded; get and sync restore them.
 
-Each file's permission bits (at most 0777) and modification time are
-recorded in the manifest; 'publish get' and 'publish sync' restore them. A
-file whose content is unchanged but whose mode changed is reused, and the
-new generation records the new mode.
+Symbolic links: --links refuse (the default) stops at a link before
+anything is written; skip leaves links out; follow publishes a link's
+target if it lies inside SRC, follow-any wherever it lies. Loops, dangling
+links and special files are refused, naming them.
 
-Symbolic links. By default (--links refuse) a symbolic link in SRC stops
-the put before anything is written, naming it. --links skip leaves links
-out. --links follow publishes what a link points to, a file or a directory
-tree, under the link's path, but only when the target, every link
-resolved, lies inside SRC; a link leading outside SRC is refused unless
---links follow-any. A link that leads back to a directory being walked (a
-loop), a chain of links too long to resolve, and a dangling link are
-refused, naming the link. Special files (devices, sockets, pipes) are
-always refused.
-
-A file that changes while put reads it is refused. Put looks at each
-file's size, modification time and status change time (ctime) when it
-opens it, and again once it has uploaded it (or read it to compare with
-the current generation); if any of them moved, what was read may mix old
-and new content, so put fails with status 1, naming the file ("PATH:
-changed while it was read"), deletes what it staged and commits nothing.
-Publish again once the file is complete. --ignore-changing publishes such
-a file anyway, as far as put read it, up to the size it had when put
-opened it: for a file that only grows, such as a log being written, that
-is its content at that moment; a file rewritten in place may be published
-as a mix of old and new content. A file cut short while put reads it fails
-even so. Two writes within one tick of the file system's clock (a few
-milliseconds on some) can look like one.
+A file that changes while put reads it (its size, mtime or ctime moved)
+fails the put with status 1, naming it ("PATH: changed while it was
+read"), and nothing is committed. --ignore-changing publishes it as far as
+put read it, up to its size when opened: right for a log that only grows,
+a mix of old and new content for a file rewritten in place.
 
 If another writer commits first, put deletes what it staged and exits with
-status 3. Retry it if your data should win, or let the winner stand.
+status 3. With --into PREFIX/ (a relative path ending in '/'), SRC replaces
+the subtree PREFIX/ and every file outside it is kept; when another writer
+committed first without touching PREFIX/, put commits again on top of it
+(a rebase) without uploading again, so jobs publishing different prefixes
+all succeed.
 
-Partitions. With --into PREFIX/, SRC is published as the subtree PREFIX/ of
-the dataset: the files under PREFIX/ are replaced by SRC's, and every file
-outside it is kept from the current generation. When another writer commits
-first, put checks what it changed: if nothing under PREFIX/ changed since
-put began, put commits again on top of the winner, without uploading
-anything again (a rebase). So jobs that publish different prefixes of one
-dataset at the same time all succeed, in some order; two that publish the
-same prefix still race, and the one that loses exits with status 3. The
-guards below (--max-delete, unchanged, --allow-empty) look at PREFIX/ only.
-PREFIX is a relative path ending in '/', such as 'day=2026-11-30/'.
+With --lease NAME, put holds the lease while it stages and commits with
+its fencing token; under 'publish run' it uses run's token
+(COMMITPTR_FENCE, COMMITPTR_LEASE_ID; see --fence). The token is
+registered in the pointer before staging, so a holder with a lower token
+of the same lease can no longer commit (status 6).
 
-With --lease NAME, put acquires the lease (or fails with status 4), keeps it
-alive while staging, and commits with the lease's fencing token. Under
-'publish run', put commits with the token of run's lease, which run exports
-as COMMITPTR_FENCE beside the lease's identity, COMMITPTR_LEASE_ID (see
---fence). Either way, before staging, put registers the token in the
-dataset's pointer (one extra pointer write per new token), so that from then
-on a put holding a lower token of the same lease, such as a holder that was
-paused until its lease was taken over, cannot commit (status 6). Tokens of
-different leases are never compared, and a put without a token is not
-fenced unless the dataset takes fenced writers only (see 'publish fences').
+Guards, which write nothing: an empty SRC is refused unless --allow-empty;
+dropping more files than --max-delete N (or N%) is refused; an SRC that is
+exactly the current generation (paths, sizes, sha256, modes; times alone
+do not count) prints "unchanged" and exits 0 unless --allow-unchanged.
+Under --into they look at PREFIX/ only. The first commit of a dataset
+checks that the store enforces conditional writes (--probe: every put).
 
-Three guards refuse what is most likely a mistake, and write nothing: an
-SRC without files (an empty generation) unless --allow-empty; a put that
-would drop more of the current generation's files than --max-delete N (or
-N%) allows; and an SRC that is exactly the current generation (the same
-paths, sizes, sha256 and modes, every object still in the store), which
-prints "unchanged" and exits 0 without a commit unless --allow-unchanged.
-Modification times alone do not make a change: a rebuild that rewrote the
-same bytes commits nothing. A put
-over a dataset whose objects were damaged is not "unchanged": it uploads
-those files again and commits, repairing it.
+--dry-run reads SRC, the pointer and the manifest, prints what put would
+do ("would be" uploaded, reused, removed) and writes nothing; it does not
+check that reused objects still exist.
 
-The first commit of a dataset runs 'publish probe' first: put refuses to
-write to a store that ignores conditional writes. --probe checks on every
-put.
-
---dry-run reads SRC, the current pointer and manifest, and nothing
-else: it prints the line put would print and the summary with "would be"
-(uploaded, reused, removed), and writes nothing to the store: no staged
-object, no lease, no fencing token, no probe. It hashes the files that
-could be reused, as put does; it does not check that their stored objects
-still exist (put would, and upload a missing one again). The guards apply:
-an empty SRC or one past --max-delete is refused as put would refuse it.
-
-Ctrl-C during put deletes the staged generation (within 30 s) and says so;
-if that fails, it says the objects are left for the collector's orphan sweep.
-Ctrl-C while the pointer is being written can end with status 5: the commit
-may have landed, and nothing is deleted.
-
+Ctrl-C deletes the staged generation and says so (or that the collector
+will); during the pointer write it can end with status 5: the commit may
+have landed, and nothing is deleted.
 ` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish put ./out s3://bucket/daily
   publish put -m "nightly build" --meta commit=$GIT_SHA ./out file:///srv/datasets/app

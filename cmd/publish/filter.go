@@ -10,9 +10,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// filterHelp documents the rules, for the help of every command that takes
-// them.
-const filterHelp = `Filters. --exclude GLOB and --include GLOB (both repeatable) and
+// filterHelp is what the help of each command that takes filters says of
+// them; filterRules, the topic 'publish help filters', gives the rules.
+const filterHelp = `Filters. --exclude GLOB, --include GLOB and --exclude-from FILE select
+files by their dataset paths with rclone's glob syntax; the first rule
+that matches decides. See 'publish help filters'.`
+
+// newFiltersTopic returns the help topic of the filter rules.
+func newFiltersTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "filters",
+		Short: "How --exclude, --include and --exclude-from select files",
+		Long:  filterRules,
+	}
+}
+
+const filterRules = `--exclude GLOB and --include GLOB (both repeatable) and
 --exclude-from FILE (one GLOB a line; blank lines and lines starting with
 # are skipped) form one list of rules, in the order given on the command
 line. Each file's dataset path (relative to SRC or to the snapshot's root,

@@ -55,13 +55,13 @@ type globalOptions struct {
 func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	g.flags = f
-	f.StringVar(&g.Endpoint, "endpoint", "", "S3 endpoint URL for S3-compatible servers (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, or AWS)")
+	f.StringVar(&g.Endpoint, "endpoint", "", "the service URL: an S3-compatible server for s3:// and minio:// (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, or AWS), an emulator for gs:// (default: $STORAGE_EMULATOR_HOST, or Google), the blob service for az://")
 	f.StringVar(&g.Region, "region", "", "S3 region (default: $AWS_REGION or the profile's region)")
 	f.StringVar(&g.Profile, "profile", "", "AWS shared-config profile (default: $AWS_PROFILE)")
 	f.BoolVar(&g.PathStyle, "path-style", false, "address buckets as ENDPOINT/BUCKET, as most S3-compatible servers need")
-	f.DurationVar(&g.Timeouts.Connect, "connect-timeout", store.DefaultConnectTimeout, "S3: give up on a connection (TCP and TLS) not made within this time (URL: ?connect_timeout=)")
-	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "S3: give up on a request the endpoint has not started answering within this time (URL: ?timeout=); file://: give up waiting for the lock of a directory that another process holds")
-	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "S3: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
+	f.DurationVar(&g.Timeouts.Connect, "connect-timeout", store.DefaultConnectTimeout, "remote stores: give up on a connection (TCP and TLS) not made within this time (URL: ?connect_timeout=)")
+	f.DurationVar(&g.Timeouts.Header, "timeout", store.DefaultHeaderTimeout, "remote stores: give up on a request the service has not started answering within this time (URL: ?timeout=); file://: give up waiting for the lock of a directory that another process holds")
+	f.DurationVar(&g.Timeouts.Idle, "idle-timeout", store.DefaultIdleTimeout, "remote stores: give up on a transfer that moves no byte for this long; one that moves bytes is never cut (URL: ?idle_timeout=)")
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
 	f.CountVarP(&g.Verbose, "verbose", "v", "say more on stderr: -v lists each file with its action (uploaded, reused, downloaded, deleted) and logs steps; -vv also logs each request's details and S3 request ids")
 	f.BoolVarP(&g.Quiet, "quiet", "q", false, "print only errors (and what --json or a reading command such as cat or ls is asked for)")

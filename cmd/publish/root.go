@@ -24,13 +24,17 @@ read-modify-write of shared files (update) and leases with fencing tokens
 A URL names a dataset: file:///abs/dir or a plain path (a local directory,
 safe across processes on one host), s3://bucket/prefix (Amazon S3 or an
 S3-compatible server; see --endpoint and --path-style), minio://bucket/prefix
-(the same through minio-go), az://container/prefix (Azure Blob Storage; --endpoint
-names the blob service URL) and mem://name (in-process, for tests).
-rclone-style strings such as s3:bucket or remote:path are refused rather than
-taken for local directories; a local path with a colon is written ./s3:bucket.
-Credentials come from the standard AWS chain (environment, shared config,
-instance roles), for az:// from AZURE_STORAGE_CONNECTION_STRING or azidentity's
-default chain, and never appear in any output.
+(the same through minio-go), gs://bucket/prefix (Google Cloud Storage;
+--endpoint names an emulator), az://container/prefix (Azure Blob Storage;
+--endpoint names the blob service URL) and mem://name (in-process, for
+tests). rclone-style strings such as s3:bucket or remote:path are refused
+rather than taken for local directories; a local path with a colon is
+written ./s3:bucket. Credentials come from the standard AWS chain
+(environment, shared config, instance roles), for gs:// from Application
+Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, the
+metadata server), for az:// from AZURE_STORAGE_CONNECTION_STRING or
+azidentity's default chain, and never appear in any output. The timeouts
+apply to every remote store.
 
 Every global flag can also be set in the environment as PUBLISH_<FLAG>,
 upper case with dashes as underscores, as rclone does: PUBLISH_ENDPOINT,
@@ -82,6 +86,7 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		newServeCommand(g),
 		newJobCommand(g),
 		newMountCommand(g),
+		newFiltersTopic(),
 		newGenDocsCommand(),
 	)
 	markRunErrors(root)
