@@ -76,30 +76,22 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // internalPrefix matches the package prefixes that errors of the library
 // carry, where a message begins or after a colon.
-var internalPrefix = regexp.MustCompile(`(^|: )(commit|store|pointer|generation|lease|gc|fs|s3|minio|mem): `)
+var internalPrefix = regexp.MustCompile(`(^|: )(commit|store|pointer|generation|lease|gc|job|serve|mount|fs|s3|minio|gcs|azblob|mem): `)
 
 // requestIDs matches the S3 request and host ids that the AWS SDK puts in
 // its error messages.
 var requestIDs = regexp.MustCompile(`,? ?\b(RequestID|HostID): [^,]*`)
 
-// tidyMessage makes an error message for people: an internal prefix that
-// has been said once is not said again ("commit: looking for 2: object
-// collected", not "commit: looking for 2: commit: object collected"), and
-// S3 request ids, which only a support case needs, appear only at -vv.
+// tidyMessage makes an error message for people: below -vv it drops the
+// library's package prefixes ("commit: ", "store: "), which name code, not
+// what went wrong, and the S3 request ids, which only a support case
+// needs. At -vv the message is left whole.
 func tidyMessage(msg string, verbose int) string {
-	seen := map[string]bool{}
-	msg = internalPrefix.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := internalPrefix.FindStringSubmatch(m)
-		if seen[sub[2]] {
-			return sub[1]
-		}
-		seen[sub[2]] = true
-		return m
-	})
-	if verbose < 2 {
-		msg = requestIDs.ReplaceAllString(msg, "")
+	if verbose >= 2 {
+		return msg
 	}
-	return msg
+	msg = internalPrefix.ReplaceAllString(msg, "$1")
+	return requestIDs.ReplaceAllString(msg, "")
 }
 
 // exitCode maps an error to the documented exit status. The more specific
