@@ -110,7 +110,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		var err error
 		rt, err = htransport.NewTransport(ctx, base, option.WithScopes(storage.ScopeFullControl))
 		if err != nil {
-			return nil, fmt.Errorf("gcs: credentials (Application Default Credentials): %w", err)
+			return nil, fmt.Errorf("gcs: no credentials: Application Default Credentials found none (set GOOGLE_APPLICATION_CREDENTIALS, or run gcloud auth application-default login): %w: %w", err, store.ErrAccess)
 		}
 	} else {
 		clientOpts = append(clientOpts, option.WithoutAuthentication())

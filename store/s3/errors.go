@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -39,6 +40,8 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	switch {
 	case class == store.ErrNoBucket:
 		return class, fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
+	case class == nil && noCredentials(err):
+		return store.ErrAccess, &credentialsError{err}
 	case class == nil && timedOut(err):
 		return nil, err // it names the endpoint and the limit
 	case class == nil && status == 0 && unreachable(err) && !errors.Is(err, context.Canceled):
@@ -46,6 +49,22 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	}
 	return class, err
 }
+
+// noCredentials reports whether the SDK found no credentials to sign the
+// request with. The SDK says so only in its message.
+func noCredentials(err error) bool {
+	return strings.Contains(err.Error(), "get identity: get credentials:")
+}
+
+// credentialsError says that no credentials were found, without the SDK's
+// account of every source it tried (which Unwrap keeps).
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string {
+	return "no AWS credentials found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile of the shared config, web identity, or an instance role)"
+}
+
+func (e *credentialsError) Unwrap() error { return e.err }
 
 // timedOut reports whether a request ran into one of the store.Timeouts.
 func timedOut(err error) bool {

@@ -138,7 +138,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
-		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+		return nil, fmt.Errorf("s3: load AWS configuration: %w: %w", err, store.ErrAccess)
 	}
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
