@@ -62,11 +62,11 @@ func TestGCCorruptPointerExitsWithoutWriting(t *testing.T) {
 			p.Seq = 7
 			_, err = pointer.Write(ctx, s, p, attrs.ETag)
 			require.NoError(t, err)
-		}, `pointer "_pointer": pointer: corrupt pointer: seq 7 does not match manifest "_gen/`},
+		}, `pointer "_pointer": corrupt pointer: seq 7 does not match manifest "_gen/`},
 		{"garbage", func(t *testing.T, s store.Store) {
 			_, err := s.Put(context.Background(), pointer.Key, bytes.NewReader([]byte("not a pointer")), store.PutOptions{})
 			require.NoError(t, err)
-		}, `pointer "_pointer": pointer: corrupt pointer: `},
+		}, `pointer "_pointer": corrupt pointer: `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -84,13 +84,16 @@ var requestIDs = regexp.MustCompile(`,? ?\b(RequestID|HostID): [^,]*`)
 
 // tidyMessage makes an error message for people: below -vv it drops the
 // library's package prefixes ("commit: ", "store: "), which name code, not
-// what went wrong, and the S3 request ids, which only a support case
-// needs. At -vv the message is left whole.
+// what went wrong, the S3 request ids, which only a support case needs,
+// and the SDK's "https" of a response that may have come over http. At
+// -vv the message is left whole.
 func tidyMessage(msg string, verbose int) string {
 	if verbose >= 2 {
 		return msg
 	}
 	msg = internalPrefix.ReplaceAllString(msg, "$1")
+	// The SDK says "https" of every response, http:// endpoints' too.
+	msg = strings.ReplaceAll(msg, "https response error", "response error")
 	return requestIDs.ReplaceAllString(msg, "")
 }
 

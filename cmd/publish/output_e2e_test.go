@@ -234,7 +234,7 @@ func TestRequestIDsOnlyAtVV(t *testing.T) {
 
 func TestTidyMessage(t *testing.T) {
 	sdk := `dataset s3://b/d: s3: get "_ptr": operation error S3: GetObject, https response error StatusCode: 503, RequestID: 1C2D, HostID: aGVsbG8=, api error SlowDown: Please reduce your request rate.`
-	assert.Equal(t, `dataset s3://b/d: get "_ptr": operation error S3: GetObject, https response error StatusCode: 503, api error SlowDown: Please reduce your request rate.`, tidyMessage(sdk, 1))
+	assert.Equal(t, `dataset s3://b/d: get "_ptr": operation error S3: GetObject, response error StatusCode: 503, api error SlowDown: Please reduce your request rate.`, tidyMessage(sdk, 1))
 	assert.Equal(t, sdk, tidyMessage(sdk, 2), "-vv leaves the message whole")
 	assert.Equal(t, "looking for 2: object collected: manifest", tidyMessage("commit: looking for 2: commit: object collected: manifest", 0))
 	assert.Equal(t, `dataset x: outcome unknown; get "k": object does not exist`, tidyMessage(`dataset x: commit: outcome unknown; get "k": store: object does not exist`, 0))
