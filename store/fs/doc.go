@@ -5,10 +5,11 @@
 // supports flock(2), link(2) and atomic rename(2) (not NFS).
 //
 // The URL file:///abs/dir opens the store rooted at /abs/dir; a plain path
-// (./rel/dir or /abs/dir) is turned into such a URL by store.ParseURL. The
-// root directory is created (mode 0700) if its parent exists; a missing
-// parent is an error matching store.ErrNoBucket. New, in contrast, requires
-// the root to exist already.
+// (./rel/dir or /abs/dir) is turned into such a URL by store.ParseURL. A
+// root directory that does not exist yet reads as an empty store and is
+// created (mode 0700) by the first write, so commands that only read leave
+// nothing behind; a missing parent is an error matching store.ErrNoBucket.
+// New, in contrast, requires the root to exist already.
 //
 // # Guarantees
 //

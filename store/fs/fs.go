@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,8 +24,10 @@ func init() {
 	store.Register("file", openURL)
 }
 
-// openURL opens file:///abs/dir. The whole path is the root directory, which
-// is created if its parent exists.
+// openURL opens file:///abs/dir. The whole path is the root directory. A
+// root that does not exist yet, in a directory that does, reads as an empty
+// store and is created (mode 0700) by the first write, so that a command
+// that only reads leaves nothing behind.
 func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, fmt.Errorf("fs: URL %q names host %q; want file:///absolute/path", u.String(), u.Host)
@@ -33,14 +36,18 @@ func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, erro
 		return nil, fmt.Errorf("fs: URL %q has no absolute path; want file:///absolute/path", u.String())
 	}
 	root := filepath.Clean(filepath.FromSlash(u.Path))
-	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("fs: create root directory %s: parent does not exist: %w", root, store.ErrNoBucket)
+	_, err := os.Stat(root)
+	lazy := errors.Is(err, fs.ErrNotExist)
+	if lazy {
+		if fi, err := os.Stat(filepath.Dir(root)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("fs: root directory %s: its parent does not exist: %w", root, store.ErrNoBucket)
 		}
-		return nil, fmt.Errorf("fs: create root directory %s: %w", root, err)
 	}
-	s, err := New(root)
-	if err != nil {
+	var s *Store
+	if lazy {
+		s = &Store{root: root, lockWait: store.DefaultHeaderTimeout}
+		s.lazyRoot.Store(true)
+	} else if s, err = New(root); err != nil {
 		return nil, err
 	}
 	s.SetLockWait(cfg.Timeouts.OrDefaults().Header)
@@ -52,6 +59,10 @@ func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, erro
 type Store struct {
 	root     string        // absolute and clean
 	lockWait time.Duration // how long a write waits for a directory's lock
+	// lazyRoot is set while the root, missing when the store was opened
+	// by URL, is yet to be created by the first write; until then a
+	// missing root is an empty store, not a store whose root is gone.
+	lazyRoot atomic.Bool
 }
 
 // New returns the store rooted at the directory root, which must exist. A
@@ -110,7 +121,7 @@ func (s *Store) classify(op, key string, err error) error {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return store.Wrap(op, key, nil, err)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		if fi, serr := os.Stat(s.root); serr != nil || !fi.IsDir() {
+		if fi, serr := os.Stat(s.root); (serr != nil || !fi.IsDir()) && !(errors.Is(serr, fs.ErrNotExist) && s.lazyRoot.Load()) {
 			return store.Wrap(op, key, store.ErrNoBucket, fmt.Errorf("root directory %s is gone: %w", s.root, err))
 		}
 		return store.Wrap(op, key, store.ErrNotExist, err)
@@ -386,10 +397,15 @@ func (s *Store) createTemp(dir string) (*os.File, error) {
 }
 
 // mkdirs creates dir and its missing parents below the root, each with mode
-// 0700, and syncs the directory that gains an entry. It never creates the
-// root.
+// 0700, and syncs the directory that gains an entry. It creates the root
+// only while it is yet to be made (lazyRoot).
 func (s *Store) mkdirs(dir string) error {
 	if dir == s.root || len(dir) <= len(s.root) {
+		if s.lazyRoot.Load() {
+			if err := s.makeRoot(); err != nil {
+				return err
+			}
+		}
 		fi, err := os.Stat(s.root)
 		if err == nil && !fi.IsDir() {
 			err = syscall.ENOTDIR
@@ -410,6 +426,23 @@ func (s *Store) mkdirs(dir string) error {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))
+}
+
+// makeRoot creates the root that opening the store left to the first
+// write, and makes its name durable.
+func (s *Store) makeRoot() error {
+	err := os.Mkdir(s.root, 0o700)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+	case err != nil:
+		return fmt.Errorf("create root directory %s: %w", s.root, err)
+	default:
+		if err := syncDir(filepath.Dir(s.root)); err != nil {
+			return err
+		}
+	}
+	s.lazyRoot.Store(false)
+	return nil
 }
 
 // syncDir fsyncs a directory, making the entries added or removed in it

@@ -93,7 +93,7 @@ func TestOpenURL(t *testing.T) {
 
 	root := filepath.Join(parent, "root")
 	s, err := store.Open(ctx, "file://"+root, store.Config{})
-	require.NoError(t, err, "the root is created when its parent exists")
+	require.NoError(t, err, "a missing root opens when its parent exists")
 	put(t, s, "k", "v")
 	fi, err := os.Stat(root)
 	require.NoError(t, err)
@@ -123,6 +123,37 @@ func TestOpenURL(t *testing.T) {
 		_, err := store.Open(ctx, bad, store.Config{})
 		require.Error(t, err, bad)
 	}
+}
+
+// TestMissingRootReadsEmptyAndIsMadeByTheFirstWrite: a store opened by
+// URL on a root that does not exist yet reads as empty and creates
+// nothing until it writes; once made, a root that goes away is a missing
+// bucket again.
+func TestMissingRootReadsEmptyAndIsMadeByTheFirstWrite(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "later")
+	s, err := store.Open(ctx, "file://"+root, store.Config{})
+	require.NoError(t, err)
+
+	_, _, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	_, err = s.Head(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotExist)
+	assert.Empty(t, listAll(t, s, "", "", ""))
+	require.NoError(t, s.Delete(ctx, "k", store.DeleteOptions{}))
+	require.NoError(t, s.DeleteMany(ctx, []string{"k", "a/b"}))
+	_, err = os.Stat(root)
+	require.ErrorIs(t, err, iofs.ErrNotExist, "reading creates no root")
+
+	put(t, s, "a/b", "v")
+	fi, err := os.Stat(root)
+	require.NoError(t, err, "the first write makes the root")
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	assert.Equal(t, "v", read(t, s, "a/b"))
+
+	require.NoError(t, os.RemoveAll(root))
+	_, _, err = s.Get(ctx, "a/b")
+	require.ErrorIs(t, err, store.ErrNoBucket, "a root made and then removed is gone")
 }
 
 func TestObjectAndPrefixCoexist(t *testing.T) {
