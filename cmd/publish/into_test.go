@@ -221,3 +221,21 @@ func TestPutIntoConcurrentBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestPutIntoOverFileRefused: a put --into a prefix below a file of the
+// dataset ("p1/" over the file "p1", "a/b/" over "a") is refused, naming
+// the file in the way, and commits nothing, so that get still works: a
+// generation holding both "p1" and "p1/x" could not be written out.
+func TestPutIntoOverFileRefused(t *testing.T) {
+	for _, c := range []struct{ file, into string }{{"p1", "p1/"}, {"a", "a/b/"}} {
+		t.Run(c.into, func(t *testing.T) {
+			url := memURL()
+			ok(t, "put", writeTree(t, map[string]string{c.file: "file"}), url)
+			code, out, errs := cli(t, "", "put", "--into", c.into, writeTree(t, map[string]string{"x": "x"}), url)
+			assert.NotEqual(t, exitOK, code, "put --into %s over the file %q: stdout %s", c.into, c.file, out)
+			assert.Contains(t, errs, c.file)
+			code, _, errs = cli(t, "", "get", url, filepath.Join(t.TempDir(), "d"))
+			assert.Equal(t, exitOK, code, "get after the put: %s", errs)
+		})
+	}
+}

@@ -40,14 +40,12 @@ func corruptObject(t *testing.T, storeDir, old string) {
 	require.NotZero(t, n, "no stored object holds %q", old)
 }
 
-// TestSyncAdversaryNoDeleteBeforeVerify: sync promises that deletions come
-// last, after every download was verified, and that if a download fails
-// nothing is deleted. The break: a path in DEST that is "in the way" (a
-// directory where the snapshot has a file, or a file where the snapshot
-// needs a directory) was removed (RemoveAll) before the downloads, so a
-// corrupt object lost the user's files, which sync then reported as
-// "no file was deleted" on an interrupt.
-func TestSyncAdversaryNoDeleteBeforeVerify(t *testing.T) {
+// TestSyncDeletesNothingBeforeDownloadsVerify: sync deletes last, after
+// every download was verified, and deletes nothing if a download fails.
+// That holds for a path of DEST in the snapshot's way too (a directory
+// where the snapshot has a file, a file where it needs a directory): a
+// corrupt object leaves it in place.
+func TestSyncDeletesNothingBeforeDownloadsVerify(t *testing.T) {
 	tg := fileTargets(t)[0]
 	storeDir := filepath.Join(t.TempDir(), "store")
 	url := "file://" + storeDir
@@ -63,11 +61,10 @@ func TestSyncAdversaryNoDeleteBeforeVerify(t *testing.T) {
 		"a failed download must leave DEST's files in place")
 }
 
-// TestSyncAdversaryFilteredInsideReplacedDir: sync promises that a file in
-// DEST that the filters leave out is left alone. The break: a directory
-// where the snapshot has a file was removed with everything below it,
-// including files the filters leave out.
-func TestSyncAdversaryFilteredInsideReplacedDir(t *testing.T) {
+// TestSyncKeepsFilteredFileInReplacedDir: a file of DEST that the filters
+// leave out is left alone, even below a directory where the snapshot has a
+// file: sync fails, naming that directory, rather than delete it.
+func TestSyncKeepsFilteredFileInReplacedDir(t *testing.T) {
 	tg := fileTargets(t)[0]
 	url := tg.url(t)
 	src := writeTree(t, map[string]string{"data": "snapshot-data-file"})
@@ -81,22 +78,19 @@ func TestSyncAdversaryFilteredInsideReplacedDir(t *testing.T) {
 	assert.Contains(t, r.stderr, filepath.Join(dest, "data"))
 }
 
-// TestSyncAdversaryFileAndDirSameName: the manifest format accepts a path
-// that is both a file and the directory of another file ("a" and "a/b";
-// the library's Tx.PutBytes writes such a snapshot). The break: sync went
-// ahead, removed DEST's directory "a" with the file below it, renamed the
-// file "a" in, and then failed on "a/b", leaving DEST neither the old nor
-// the new snapshot. Such a snapshot cannot be a directory tree; sync must
-// refuse it before it changes anything.
-func TestSyncAdversaryFileAndDirSameName(t *testing.T) {
+// TestSyncRefusesFileAndDirOfOneName: a snapshot with a path that is both
+// a file and the directory of another file ("a" and "a/b", as a writer of
+// an older version could commit) cannot be a directory tree: sync refuses
+// it, naming the path, before it changes anything in DEST.
+func TestSyncRefusesFileAndDirOfOneName(t *testing.T) {
 	tg := fileTargets(t)[0]
 	url := tg.url(t)
 	tg.ok(t, "put", writeTree(t, map[string]string{"a/b": "one"}), url)
 	dest := filepath.Join(t.TempDir(), "dest")
 	tg.ok(t, "sync", url, dest)
 
-	// Commit refuses such a generation now (commit.ErrFileDirClash), so
-	// it is written by hand, as an older writer could have.
+	// Commit refuses such a generation (commit.ErrFileDirClash), so it is
+	// written by hand, as an older writer could have.
 	commitByHand(t, tg.open(t, url), map[string]string{"a": "file a", "a/b": "two"})
 
 	r := tg.run(t, "sync", url, dest)
