@@ -3,6 +3,7 @@ package gc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,107 @@ func TestLowerTokenRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "token 2")
 	assert.Zero(t, rep.ObjectsDeleted)
 	assert.Equal(t, before, objects(t, s), "nothing changed")
+}
+
+// TestStaleCollectorWriteWhenHolderHasNothingToDelete (I6): a collector
+// renews its lease and sends a pointer write (its registration of its
+// lease token, or its compare-and-swap planned with Keep -1, which raises
+// the floor to the current generation), and the request is held in flight
+// while the lease expires. The new holder runs with a longer Keep and
+// finds nothing to delete. The held write then arrives. Unless the new
+// holder changed the pointer's ETag all the same, it lands: a collector
+// that lost its lease changed the pointer, raising the floor the current
+// holder's policy keeps below (readers' Pin and rollbacks to the retained
+// generations are refused from then on). Every run registers its token
+// before it plans, so the held write fails its If-Match.
+func TestStaleCollectorWriteWhenHolderHasNothingToDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// sent is how many of the stale collector's pointer writes land
+		// before the one held.
+		sent int
+	}{
+		{"registration held", 0},
+		{"horizon held", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newStoreClock()
+			s := memStore(clock.Now)
+			d := dataset(s)
+			for i := range 4 {
+				publish(t, d, false, files(2, fmt.Sprint(i)))
+			}
+
+			var current *gc.Report
+			var left *pointer.Pointer
+			held := faultstore.New(s)
+			if tc.sent > 0 {
+				// A HoldResponse without Then passes the write through.
+				held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: tc.sent})
+			}
+			held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				clock.Advance(strict().LeaseTTL + 2*time.Second) // the stale holder's lease expires
+				opts := strict()
+				opts.Keep = 10
+				opts.Owner = "current"
+				var err error
+				current, err = gc.Run(ctx, s, opts)
+				require.NoError(t, err)
+				left, _, err = pointer.Read(ctx, s)
+				require.NoError(t, err)
+			}})
+			opts := strict()
+			opts.Keep = -1
+			opts.Owner = "stale"
+			rep, err := gc.Run(ctx, held, opts)
+			require.ErrorIs(t, err, lease.ErrLost, "the stale collector finds its lease lost before it deletes")
+			require.NotNil(t, current, "the held write was sent")
+			assert.Zero(t, current.ObjectsDeleted, "the current holder keeps every generation")
+			assert.Zero(t, rep.ObjectsDeleted, "the stale collector deleted nothing")
+
+			after, _, err := pointer.Read(ctx, s)
+			require.NoError(t, err)
+			assert.Equal(t, left.WriteID, after.WriteID,
+				"the pointer is as the current holder left it; the stale collector (token %d) wrote gc_floor %d", after.GCToken, after.GCFloor)
+			assert.EqualValues(t, 2, after.GCToken, "the current holder registered its token")
+			snap, err := d.OpenAt(ctx, "3")
+			require.NoError(t, err)
+			_, err = snap.Pin(ctx, time.Hour, "reader")
+			assert.NoError(t, err, "seq 3 is retained by the current holder's policy and can be pinned")
+		})
+	}
+}
+
+// TestCollectorOnAFullPointer (I7): the pointer keeps one fence per lease
+// identity and never drops one, up to pointer.MaxSize. Once lease
+// registrations have filled it, the collector's first compare-and-swap
+// (which adds gc_horizon, gc_floor and gc_token) no longer encodes, so
+// every run fails before deleting: the staged objects of a crashed writer
+// are never removed.
+func TestCollectorOnAFullPointer(t *testing.T) {
+	ctx := context.Background()
+	s := storeFor(t)
+	d := dataset(s)
+	publish(t, d, false, files(2, "first"))
+	orphan := stage(t, d, 2).Generation() // a writer that crashed
+
+	// Fill the pointer greedily: long identities until one no longer
+	// fits, then shorter ones into what is left.
+	n := 0
+	for _, depth := range []int{400, 10, 0} {
+		prefix := "s3://bucket/" + strings.Repeat("team/", depth) + "_lease/nightly-"
+		var err error
+		for err == nil && n < 1000 {
+			if err = d.RegisterFence(ctx, fmt.Sprintf("%s%04d", prefix, n), 1); err == nil {
+				n++
+			}
+		}
+		require.Error(t, err, "the pointer did not fill up")
+	}
+
+	rep, err := gc.Run(ctx, s, strict())
+	require.NoError(t, err, "collect after %d lease registrations", n)
+	assert.Equal(t, []string{orphan}, genIDs(rep.Orphans))
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(orphan)), "the crashed writer's objects are gone")
 }

@@ -192,3 +192,26 @@ func TestPointerCorruptedBeforeRegistrationIsNotRewritten(t *testing.T) {
 		assert.Equal(t, gens, keysUnder(t, s, generation.Dir), "every generation is still there")
 	})
 }
+
+// TestCorruptPointerSeqRefused: a pointer whose seq differs from its
+// manifest's is corrupt; the collector refuses to plan from it and writes
+// nothing, its lease and the pointer included (I8).
+func TestCorruptPointerSeqRefused(t *testing.T) {
+	ctx := context.Background()
+	s := storeFor(t)
+	d := dataset(s)
+	for i := range 4 {
+		publish(t, d, false, files(1, string(rune('a'+i))))
+	}
+	p, attrs, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	p.Seq += 5
+	_, err = pointer.Write(ctx, s, p, attrs.ETag)
+	require.NoError(t, err)
+	before := stateOf(t, s)
+
+	_, err = gc.Run(ctx, s, strict())
+	require.ErrorIs(t, err, gc.ErrRefused)
+	require.ErrorIs(t, err, pointer.ErrCorrupt)
+	assert.Equal(t, before, stateOf(t, s), "nothing was deleted or written")
+}

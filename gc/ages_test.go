@@ -1,12 +1,8 @@
 package gc_test
 
-// Tests that kill mutations of scripts/mutants/list which no other test
-// caught.
-
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +12,6 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/lease"
-	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -124,98 +118,4 @@ func TestGraceFromSuccessorDeeper(t *testing.T) {
 	rep, err := gc.Run(ctx, s, gc.Options{Keep: -1, Grace: 20 * time.Minute, OrphanAge: -1})
 	require.NoError(t, err)
 	assert.Empty(t, rep.Deleted, "gen 1 was superseded 10 minutes ago, though committed 40 minutes ago")
-}
-
-// TestFloorStopsAtGap: the floor is the lowest seq of the window retained
-// without a gap from the current generation. A pinned generation below a
-// deleted one does not lower it, or a rollback could reference the deleted
-// one.
-func TestFloorStopsAtGap(t *testing.T) {
-	ctx := context.Background()
-	s := storeFor(t)
-	d := dataset(s)
-	for i := range 5 {
-		publish(t, d, false, files(1, string(rune('a'+i))))
-	}
-	two, err := d.OpenAt(ctx, "2")
-	require.NoError(t, err)
-	_, err = two.Pin(ctx, time.Hour, "reader")
-	require.NoError(t, err)
-	three, err := d.OpenAt(ctx, "3")
-	require.NoError(t, err)
-
-	rep, err := gc.Run(ctx, s, strict()) // keeps 5 and 4, and 2 for its pin
-	require.NoError(t, err)
-	require.Contains(t, genIDs(rep.Deleted), three.Generation())
-	p, _, err := pointer.Read(ctx, s)
-	require.NoError(t, err)
-	assert.EqualValues(t, 4, p.GCFloor)
-
-	tx, err := d.Begin(ctx)
-	require.NoError(t, err)
-	tx.KeepFrom(three)
-	_, err = tx.Commit(ctx, commit.CommitOptions{Message: "rollback to 3"})
-	require.ErrorIs(t, err, commit.ErrStale, "seq 3 was collected")
-	requireComplete(t, d)
-}
-
-// stealAtPins is a store on which another collector takes the "gc" lease
-// over (token 1 released by hand, as for a dead holder, then acquired)
-// when the collector first lists the pins: after it planned, before it
-// publishes its horizon.
-type stealAtPins struct {
-	store.Store
-	t      *testing.T
-	stolen atomic.Bool
-}
-
-func (s *stealAtPins) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
-	if req.Prefix == commit.PinDir && s.stolen.CompareAndSwap(false, true) {
-		require.NoError(s.t, lease.ReleaseToken(ctx, s.Store, gc.LeaseName, 1))
-		_, err := lease.TryAcquire(ctx, s.Store, gc.LeaseName, lease.Options{TTL: time.Hour, Owner: "thief"})
-		require.NoError(s.t, err)
-	}
-	return s.Store.List(ctx, req)
-}
-
-// TestHorizonNeedsTheLease: a collector whose lease was taken over after it
-// planned does not publish its horizon (I6).
-func TestHorizonNeedsTheLease(t *testing.T) {
-	ctx := context.Background()
-	s := storeFor(t)
-	d := dataset(s)
-	for i := range 3 {
-		publish(t, d, false, files(1, string(rune('a'+i))))
-	}
-	before, _, err := pointer.Read(ctx, s)
-	require.NoError(t, err)
-
-	_, err = gc.Run(ctx, &stealAtPins{Store: s, t: t}, strict())
-	require.ErrorIs(t, err, lease.ErrLost)
-	// Only the run's registration of its token, made while it held the
-	// lease, reached the pointer: no horizon, no floor.
-	registeredOnly(t, s, before)
-}
-
-// TestCorruptPointerSeqRefused: a pointer whose seq differs from its
-// manifest's is corrupt; the collector refuses to plan from it and writes
-// nothing, its lease and the pointer included (I8).
-func TestCorruptPointerSeqRefused(t *testing.T) {
-	ctx := context.Background()
-	s := storeFor(t)
-	d := dataset(s)
-	for i := range 4 {
-		publish(t, d, false, files(1, string(rune('a'+i))))
-	}
-	p, attrs, err := pointer.Read(ctx, s)
-	require.NoError(t, err)
-	p.Seq += 5
-	_, err = pointer.Write(ctx, s, p, attrs.ETag)
-	require.NoError(t, err)
-	before := stateOf(t, s)
-
-	_, err = gc.Run(ctx, s, strict())
-	require.ErrorIs(t, err, gc.ErrRefused)
-	require.ErrorIs(t, err, pointer.ErrCorrupt)
-	assert.Equal(t, before, stateOf(t, s), "nothing was deleted or written")
 }
