@@ -29,13 +29,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
 
-// eachStore runs fn on a fresh store of every driver.
-func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
-	for _, f := range teststores.All() {
-		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
-	}
-}
-
 // publish commits files (path → content) as one generation.
 func publish(t *testing.T, d *commit.Dataset, files map[string]string, opts commit.CommitOptions) (*pointer.Pointer, error) {
 	t.Helper()
@@ -74,7 +67,7 @@ func checkComplete(t *testing.T, d *commit.Dataset) *commit.Snapshot {
 }
 
 func TestCommitAndRead(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s, commit.WithWriter("test"))
 		_, err := d.Open(ctx)
@@ -169,7 +162,7 @@ func TestIncrementalAndCompression(t *testing.T) {
 // loser's objects are gone, the pointer always resolves completely (I1),
 // and every reader sees exactly one generation's files (I3).
 func TestConcurrentWriters(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"a": "init", "b": "init", "c": "init"}, commit.CommitOptions{})
@@ -300,7 +293,7 @@ func TestLostResponse(t *testing.T) {
 		{"sdk-retry-412", faultstore.AfterRetry, nil},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			eachStore(t, func(t *testing.T, s store.Store) {
+			teststores.Each(t, func(t *testing.T, s store.Store) {
 				fs := faultstore.New(s)
 				d := commit.New(fs)
 				_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -320,7 +313,7 @@ func TestLostResponse(t *testing.T) {
 // another writer commits on top before I read the pointer back. I must
 // find my generation by walking the parent chain, and keep my objects.
 func TestBuiltOnTopOfMe(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -354,7 +347,7 @@ func TestBuiltOnTopOfMe(t *testing.T) {
 // TestCommitUnknown: the pointer write fails and the read-back fails too.
 // The commit must say so and delete nothing.
 func TestCommitUnknown(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		fs := faultstore.New(s)
 		d := commit.New(fs)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -376,7 +369,7 @@ func TestCommitUnknown(t *testing.T) {
 // TestNotAppliedRetries: the pointer write fails before it is sent; the
 // commit re-reads, finds nothing changed, and retries without restaging.
 func TestNotAppliedRetries(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		fs := faultstore.New(s)
 		c := store.Count(fs)
 		d := commit.New(c)
@@ -395,7 +388,7 @@ func TestNotAppliedRetries(t *testing.T) {
 // TestStalledWriter: the collector's horizon passes the writer's staging
 // start while it stalls. Its commit must be refused and the pointer kept.
 func TestStalledWriter(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -446,7 +439,7 @@ func TestHorizonMovedOnly(t *testing.T) {
 }
 
 func TestFencing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
 		p, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{Fence: 5})
 		require.NoError(t, err)
@@ -472,7 +465,7 @@ func TestFencing(t *testing.T) {
 }
 
 func TestUpdateObjectCounter(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		const workers, incs = 16, 50
 		retry := commit.Retry{Attempts: 1000, Base: time.Millisecond, Max: 50 * time.Millisecond}
 		var wg sync.WaitGroup
@@ -546,7 +539,7 @@ func TestUpdateObjectLostResponse(t *testing.T) {
 }
 
 func TestUpdateDataset(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		const workers, incs = 6, 4
 		d := commit.New(s, commit.WithRetry(commit.Retry{Attempts: 200, Base: time.Millisecond, Max: 100 * time.Millisecond}))
 		_, err := publish(t, d, map[string]string{"count": "0", "other": "kept"}, commit.CommitOptions{})
@@ -1001,7 +994,7 @@ func TestRePut(t *testing.T) {
 // is refused, and its object, which lands after the commit, is not part
 // of the generation.
 func TestPutRacingCommit(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -132,7 +133,7 @@ func TestManifestChecksumMismatch(t *testing.T) {
 // fails verification at EOF; a deleted one reads as ErrMissing, not
 // ErrCollected: the collector never deleted it.
 func TestDataChecksumMismatch(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"same-size": "hello", "shorter": "hello", "longer": "hello", "gone": "x"}, commit.CommitOptions{})
@@ -170,7 +171,7 @@ func TestWrongLengthRefused(t *testing.T) {
 	defer enc.Close()
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
-			eachStore(t, func(t *testing.T, s store.Store) {
+			teststores.Each(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d := commit.New(s, commit.WithCompression(compress))
 				_, err := publish(t, d, map[string]string{"longer": body, "shorter": body}, commit.CommitOptions{})

@@ -27,7 +27,7 @@ import (
 // 1 pointer GET + 1 manifest GET + K GETs, no LIST on either path, and
 // neither grows with history.
 func TestRequestFloor(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		const k = 5
 		ctx := context.Background()
 		tr := &trace{Store: s}
@@ -68,7 +68,7 @@ func TestRequestFloor(t *testing.T) {
 // pointer GET, the base-manifest GET, the changed files' PUTs, the
 // manifest PUT and the pointer PUT.
 func TestIncrementalCost(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		const k = 1000
 		tr := &trace{Store: s}
 		c := store.Count(tr)
@@ -101,7 +101,7 @@ func TestIncrementalCost(t *testing.T) {
 // published by its own commit proves them with one LIST page, not a HEAD
 // for each generation they sit in.
 func TestKeptFilesCost(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		const parts = 8
 		ctx := context.Background()
 		tr := &trace{Store: s}

@@ -51,7 +51,7 @@ func putDir(t *testing.T, d *commit.Dataset, dir string) (*commit.Tx, *pointer.P
 // files again instead of referencing them, and the new generation reads
 // completely (I1); the other files are still reused.
 func TestReuseProvesObjects(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		dir := writeFiles(t, 10, "1")
@@ -87,7 +87,7 @@ func TestReuseProvesObjects(t *testing.T) {
 // commit fails with ErrMissingObject naming the path and the key, and the
 // dataset is unchanged.
 func TestReferenceWithoutSource(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"x": "1", "y": "1"}, commit.CommitOptions{})
@@ -194,7 +194,7 @@ func TestReuseProofPaths(t *testing.T) {
 // superseded object. The writer's commit is a lost race, which Update
 // retries on the new base, not a damaged dataset.
 func TestMissingAfterBaseMoved(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"x": "1", "y": "1"}, commit.CommitOptions{})

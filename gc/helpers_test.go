@@ -20,7 +20,6 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -70,23 +69,6 @@ func (c *storeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-}
-
-// eachStore runs fn on a fresh store of every driver. With concurrent set
-// the drivers run at once, for tests that mostly wait for the store's clock
-// to move: they use little CPU, so they need not queue for -parallel slots.
-func eachStore(t *testing.T, concurrent bool, fn func(t *testing.T, s store.Store)) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for _, f := range teststores.All() {
-		run := func() { t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) }) }
-		if !concurrent {
-			run()
-			continue
-		}
-		wg.Go(run)
-	}
-	wg.Wait()
 }
 
 // strict are collector options with the shortest retention: the current

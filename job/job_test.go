@@ -26,23 +26,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
 
-// eachStore runs fn on a fresh store of every driver.
-func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
-	for _, f := range teststores.All() {
-		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
-	}
-}
-
-// eachStoreAtOnce is eachStore with the drivers run at the same time, for
-// a test that mostly waits for the store's clock to move.
-func eachStoreAtOnce(t *testing.T, fn func(t *testing.T, s store.Store)) {
-	var wg sync.WaitGroup
-	for _, f := range teststores.All() {
-		wg.Go(func() { t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) }) })
-	}
-	wg.Wait()
-}
-
 // runTask stages files (path → content) as one attempt of task and
 // commits the task.
 func runTask(t *testing.T, j *job.Job, task, attempt string, files map[string]string) (*job.Task, error) {
@@ -82,7 +65,7 @@ func readAll(t *testing.T, d *commit.Dataset) map[string]string {
 }
 
 func TestJobCommitPublishesEveryTaskAtOnce(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "run-1", job.Options{})
@@ -108,7 +91,7 @@ func TestJobCommitPublishesEveryTaskAtOnce(t *testing.T) {
 }
 
 func TestJobCommitMergesIntoReplacesOrAdds(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)
@@ -136,7 +119,7 @@ func TestJobCommitMergesIntoReplacesOrAdds(t *testing.T) {
 }
 
 func TestSecondAttemptOfATaskLosesAndDeletesOnlyItsOwnObjects(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -161,7 +144,7 @@ func TestSecondAttemptOfATaskLosesAndDeletesOnlyItsOwnObjects(t *testing.T) {
 }
 
 func TestConcurrentAttemptsOfATaskCommitExactlyOne(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -199,7 +182,7 @@ func TestConcurrentAttemptsOfATaskCommitExactlyOne(t *testing.T) {
 }
 
 func TestExpectTasksRefusesBeforeWritingAnything(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -227,7 +210,7 @@ func TestExpectTasksRefusesBeforeWritingAnything(t *testing.T) {
 }
 
 func TestCommitOfACommittedJobReturnsItsGeneration(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -377,7 +360,7 @@ func TestDriverKilledAtEachStepCommitsExactlyOnce(t *testing.T) {
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
-			eachStore(t, func(t *testing.T, s store.Store) {
+			teststores.Each(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				h := &hookStore{Store: s}
 				d := commit.New(h)
@@ -423,7 +406,7 @@ func TestDriverKilledAtEachStepCommitsExactlyOnce(t *testing.T) {
 // pointer, is found by the restarted driver when its own write loses: it
 // never commits the job a second time.
 func TestLateCommitOfAnEarlierDriverIsNotDoubled(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -478,7 +461,7 @@ func TestLateCommitOfAnEarlierDriverIsNotDoubled(t *testing.T) {
 }
 
 func TestAbortDeletesTheJobAndRefusesACommit(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -495,7 +478,7 @@ func TestAbortDeletesTheJobAndRefusesACommit(t *testing.T) {
 }
 
 func TestAbortOfACommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -529,7 +512,7 @@ func TestAbortOfACommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
 }
 
 func TestTaskCommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -562,7 +545,7 @@ func TestTaskCommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
 // A forged task record that names an object outside its attempt's
 // generation is refused: a job never adopts another generation's key.
 func TestTaskRecordNamingAnotherGenerationsKeyIsRefused(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -585,7 +568,7 @@ func TestTaskRecordNamingAnotherGenerationsKeyIsRefused(t *testing.T) {
 }
 
 func TestTaskOfAJobNeverBegunIsRefused(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		_, err := job.Open(context.Background(), commit.New(s), "nope")
 		require.ErrorIs(t, err, job.ErrNoJob)
 	})
@@ -595,7 +578,7 @@ func TestTaskOfAJobNeverBegunIsRefused(t *testing.T) {
 // collector's horizon: once the horizon reaches it, the tasks' objects may
 // have been collected, and the commit is refused.
 func TestJobCommitIsRefusedOnceTheHorizonPassesTheJobsStart(t *testing.T) {
-	eachStoreAtOnce(t, func(t *testing.T, s store.Store) {
+	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)
@@ -632,7 +615,7 @@ func TestJobCommitIsRefusedOnceTheHorizonPassesTheJobsStart(t *testing.T) {
 // it starts its pointer writes, wins: the commit is refused, and no
 // generation references the objects the abort deleted.
 func TestAbortDuringACommitRefusesTheCommit(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)

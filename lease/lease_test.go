@@ -26,13 +26,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
 
-// eachStore runs fn on a fresh store of every driver.
-func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
-	for _, f := range teststores.All() {
-		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
-	}
-}
-
 // fakeClock is a settable clock: the mem store's server time, or a
 // holder's local clock (a lease.Clock, whose timers fire when Advance
 // passes them).
@@ -185,7 +178,7 @@ func TestBadOptions(t *testing.T) {
 
 // TestCosts checks the request counts of the protocol on every driver.
 func TestCosts(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		c := store.Count(s)
 		measure := func(fn func()) store.Counts {
@@ -272,7 +265,7 @@ func TestCosts(t *testing.T) {
 }
 
 func TestReleaseThenReacquire(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var last uint64
 		for i, owner := range []string{"a", "b", "a", "c"} {
@@ -303,7 +296,7 @@ func TestReleaseThenReacquire(t *testing.T) {
 }
 
 func TestReleaseToken(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "dead", opts("a", time.Hour))
 		require.NoError(t, err)
@@ -451,7 +444,7 @@ func TestClockSkew(t *testing.T) {
 // someone else or as lost.
 func TestAmbiguousWrites(t *testing.T) {
 	modes := map[string]faultstore.Mode{"lost-response": faultstore.After, "spurious-412": faultstore.AfterRetry}
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		for mname, mode := range modes {
 			t.Run(mname, func(t *testing.T) {
@@ -565,7 +558,7 @@ func TestRenewRetriesTransient(t *testing.T) {
 		"503":     &faults.Error{Kind: faults.SlowDown, Op: store.OpPut},
 		"refused": &faults.Error{Kind: faults.Refused, Op: store.OpPut},
 	}
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		for ename, ferr := range errs {
 			t.Run(ename, func(t *testing.T) {
@@ -672,7 +665,7 @@ func TestKeepAlive(t *testing.T) {
 // a commit fenced with the old token is refused after the new one
 // committed (I6).
 func TestPausedHolder(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := faultstore.New(s)
 		const ttl = 500 * time.Millisecond
@@ -751,7 +744,7 @@ func TestCorrupt(t *testing.T) {
 // TestContendedGoroutines: many goroutines contend for one lease on every
 // driver; tokens strictly increase and holding intervals never overlap.
 func TestContendedGoroutines(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	teststores.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var mu sync.Mutex
 		holder := ""

@@ -1,7 +1,8 @@
 // Package teststores gives tests one fresh, empty store per driver: mem, fs,
 // the s3 and minio drivers against the real S3 test server, the gcs driver
 // against the Cloud Storage emulator and the azblob driver against Azurite.
-// Tests that range over All check their invariants on every driver.
+// Tests that range over All, or run through Each or EachAtOnce, check their
+// invariants on every driver.
 package teststores
 
 import (
@@ -78,6 +79,27 @@ const azuriteTimeout = 2 * time.Minute
 
 // Local returns the factories that need no server (mem and fs).
 func Local() []Factory { return All()[:2] }
+
+// Each runs fn on a fresh store of every driver, one driver after the
+// other, each as a subtest named after its driver.
+func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	for _, f := range All() {
+		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
+	}
+}
+
+// EachAtOnce is Each with the drivers run at the same time, for tests that
+// mostly wait for a store's clock to move: they use little CPU, so they need
+// not queue for -parallel slots.
+func EachAtOnce(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, f := range All() {
+		wg.Go(func() { t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) }) })
+	}
+	wg.Wait()
+}
 
 func remote(t testing.TB, scheme string) store.Store {
 	t.Helper()
