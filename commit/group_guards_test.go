@@ -249,8 +249,8 @@ func carriers(t *testing.T, s store.Store, gen string) []string {
 	return out
 }
 
-// forgedRead is a read of an intent with every field of its entries (the
-// adversary tests' advEntry has the ones a forged object needs).
+// forgedRead is a read of an intent with every field of its entries (a
+// forged intent needs them all).
 type forgedRead struct {
 	Path string            `json:"path"`
 	Base *generation.Entry `json:"base,omitempty"`

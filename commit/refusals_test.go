@@ -1,7 +1,9 @@
 package commit_test
 
-// Tests that kill mutations of scripts/mutants/list which no other test
-// caught.
+// Refusals: each test checks that one guard refuses what it must (an
+// unknown outcome on a failed read-back, a rollback below the floor, a
+// manifest that cannot be written or is not ours, broken seq links, a size
+// that does not match what was staged).
 
 import (
 	"bytes"

@@ -26,8 +26,8 @@ import (
 // delete nothing.
 //
 // The current holder needs no new floor (an earlier run published it and
-// crashed before deleting), so before fencing it left the pointer alone
-// and the stale write, planned with a smaller Keep, raised the floor.
+// crashed before deleting), so it leaves the pointer alone; the stale
+// write, planned with a smaller Keep, would raise the floor if it landed.
 func TestStaleCollectorChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	clock := newStoreClock()
