@@ -87,10 +87,7 @@ func TestGetAndSyncSyncEveryDirectoryTheyCreateAboveDest(t *testing.T) {
 			dest := filepath.Join(base, "new", "deeper", "dest")
 			synced := watchSyncs(t, dest)
 			ok(t, cmd, u, dest)
-			var want []string
-			for _, p := range []string{base, filepath.Join(base, "new"), filepath.Join(base, "new", "deeper"), dest} {
-				want = append(want, p)
-			}
+			want := []string{base, filepath.Join(base, "new"), filepath.Join(base, "new", "deeper"), dest}
 			for _, p := range []string{"d", "d/e", "d/e/f"} {
 				want = append(want, filepath.Join(dest, p))
 			}
