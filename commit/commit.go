@@ -349,8 +349,13 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 			// Writers that keep losing to each other spread out, as
 			// Update's retries do: all rebasing on one head at once,
 			// only one of them can win. (In a group commit, the writers
-			// of a round wait for the first one instead.)
-			ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1))
+			// of a round wait for the first one instead.) The head read
+			// before the wait is likely gone after it: read it again.
+			if ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1)) == nil {
+				if p, a, err := pointer.Read(ctx, tx.d.s); err == nil {
+					got, attrs = p, a
+				}
+			}
 		}
 		h, own, err := tx.rebaseHead(ctx, rs, got, attrs, lostTo)
 		if err != nil {

@@ -2,8 +2,27 @@ package commit
 
 import (
 	"context"
+	"testing"
 	"time"
+
+	"github.com/commitptr/commitptr/commit/internal/group"
 )
+
+// The tests of rounds hold them on every value whose commit met another
+// writer (rebased once, or carried one), which one held request sets up;
+// SetOpenness gives a test the rule of its choice.
+func init() { openness = group.Openness{Rebased: 1, Carried: 1} }
+
+// DefaultOpenness is the rule a Dataset opens values to rounds by.
+var DefaultOpenness = openness
+
+// SetOpenness opens to rounds, until t ends, the values whose commit
+// rebased at least rebased times or carried at least carried writers.
+func SetOpenness(t testing.TB, rebased, carried int) {
+	old := openness
+	openness = group.Openness{Rebased: rebased, Carried: carried}
+	t.Cleanup(func() { openness = old })
+}
 
 // MarkGrouped sets d as a Dataset whose last commit was in a round: its
 // next commit with rebase on an open base joins a round from its first

@@ -46,6 +46,12 @@ type groupState struct {
 	settledOnSHA string
 }
 
+// openness opens to rounds the values whose commit met at least two other
+// writers' commits: three rebases, or two carried. Two writers do better
+// rebasing alone, since a round costs each of them an intent, a LIST and
+// a wait.
+var openness = group.Openness{Rebased: 3, Carried: 2}
+
 // head is a pointer value a commit builds on: what the rules of group
 // commit see of it, and the attributes the store returned with it.
 type head struct {
@@ -55,7 +61,7 @@ type head struct {
 
 // newHead returns the head p, with attrs, whose manifest is m.
 func newHead(p *pointer.Pointer, attrs store.Attrs, m *generation.Manifest) *head {
-	return &head{Head: group.NewHead(p, m), attrs: attrs}
+	return &head{Head: group.NewHead(p, m, openness), attrs: attrs}
 }
 
 // change returns the change of this Tx that rs describes.
@@ -518,7 +524,7 @@ func (d *Dataset) admissibleOn(ctx context.Context, in *group.Intent, p *pointer
 	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {
 		return true
 	}
-	_, ok := group.Admit(in, group.NewHead(p, m))
+	_, ok := group.Admit(in, group.NewHead(p, m, openness))
 	return ok
 }
 

@@ -65,23 +65,33 @@ func TestDecodeRefusesEveryOtherBinding(t *testing.T) {
 
 // TestNewHeadRecordsEveryEntryAndItsOpenness: a head maps each entry of
 // its manifest by path and records each key it references; it is open
-// exactly when its commit rebased (once is enough) or carried writers.
+// exactly when its commit rebased at least o.Rebased times or carried at
+// least o.Carried writers.
 func TestNewHeadRecordsEveryEntryAndItsOpenness(t *testing.T) {
 	h, _ := testHead(t)
 	m := &generation.Manifest{Entries: slices.Collect(maps.Values(h.Entries))}
+	carried := func(n int) []generation.Carried { return make([]generation.Carried, n) }
+	three, one := Openness{Rebased: 3, Carried: 2}, Openness{Rebased: 1, Carried: 1}
 	for _, c := range []struct {
-		rebased int
-		carried []generation.Carried
-		open    bool
+		o                Openness
+		rebased, carries int
+		open             bool
 	}{
-		{0, nil, false},
-		{1, nil, true},
-		{2, nil, true},
-		{0, []generation.Carried{{Generation: "g"}}, true},
+		{three, 0, 0, false},
+		{three, 2, 0, false},
+		{three, 3, 0, true},
+		{three, 4, 0, true},
+		{three, 0, 1, false},
+		{three, 2, 1, false},
+		{three, 0, 2, true},
+		{three, 0, 3, true},
+		{one, 0, 0, false},
+		{one, 1, 0, true},
+		{one, 0, 1, true},
 	} {
-		m.Rebased, m.Carried = c.rebased, c.carried
-		got := NewHead(h.Ptr, m)
-		assert.Equal(t, c.open, got.Open, "rebased %d, carried %v", c.rebased, c.carried)
+		m.Rebased, m.Carried = c.rebased, carried(c.carries)
+		got := NewHead(h.Ptr, m, c.o)
+		assert.Equal(t, c.open, got.Open, "%+v: rebased %d, carried %d", c.o, c.rebased, c.carries)
 		assert.Equal(t, h.Entries, got.Entries)
 		assert.Equal(t, h.Keys, got.Keys)
 	}

@@ -86,11 +86,20 @@ func Decode(b []byte, h *Head) (*Intent, error) {
 	return &in, nil
 }
 
+// Openness says which pointer values are open, that is which values
+// rounds are held on: those whose commit rebased at least Rebased times or
+// carried at least Carried writers.
+type Openness struct{ Rebased, Carried int }
+
+// Opens reports whether the value whose manifest is m is open.
+func (o Openness) Opens(m *generation.Manifest) bool {
+	return m.Rebased >= o.Rebased || len(m.Carried) >= o.Carried
+}
+
 // Head is the pointer value a round builds on, with its manifest.
 type Head struct {
 	Ptr *pointer.Pointer
-	// Open is whether rounds may be held on it: its commit met other
-	// writers (it rebased or carried some).
+	// Open is whether rounds may be held on it.
 	Open bool
 	// Entries and Keys are the manifest's entries by path, and the keys
 	// they reference.
@@ -98,10 +107,10 @@ type Head struct {
 	Keys    map[string]bool
 }
 
-// NewHead returns the head p, whose manifest is m.
-func NewHead(p *pointer.Pointer, m *generation.Manifest) *Head {
+// NewHead returns the head p, whose manifest is m, open as o says.
+func NewHead(p *pointer.Pointer, m *generation.Manifest, o Openness) *Head {
 	h := &Head{
-		Ptr: p, Open: m.Rebased > 0 || len(m.Carried) > 0,
+		Ptr: p, Open: o.Opens(m),
 		Entries: make(map[string]generation.Entry, len(m.Entries)), Keys: make(map[string]bool, len(m.Entries)),
 	}
 	for _, e := range m.Entries {
