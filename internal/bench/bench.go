@@ -311,6 +311,21 @@ func (p Processes) String() string {
 	return "writer"
 }
 
+// fairness returns the successes of the writer that had the fewest over
+// the mean of all writers': 1 when every writer committed as often, 0 when
+// one never did. A starved writer's commit is missing from the latencies,
+// so a p99 means little without it.
+func fairness(successes []int) float64 {
+	total := 0
+	for _, n := range successes {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(slices.Min(successes)) * float64(len(successes)) / float64(total)
+}
+
 // Partitions runs writers that each commit, over and over, their own path
 // of one dataset (a Tx that keeps every file and replaces one), for the
 // given duration, in the mode given, each writer in processes of its own
@@ -405,6 +420,7 @@ func Partitions(ctx context.Context, s store.Store, writers int, mode PartitionM
 		"attempts_per_success": float64(attempts.Load()) / float64(r.Ops),
 		"rebases_per_success":  float64(rebases.Load()) / float64(r.Ops),
 		"carried_per_success":  float64(carried.Load()) / float64(r.Ops),
+		"fairness":             fairness(successes),
 	}
 	snap, err := commit.New(c).Open(ctx)
 	if err != nil {

@@ -42,6 +42,7 @@ func BenchmarkPartitions(b *testing.B) {
 					b.ReportMetric(r.Extra["attempts_per_success"], "attempts/success")
 					b.ReportMetric(r.Extra["rebases_per_success"], "rebases/success")
 					b.ReportMetric(r.Extra["carried_per_success"], "carried/success")
+					b.ReportMetric(r.Extra["fairness"], "fairness")
 					var reqs float64
 					for _, n := range r.Requests {
 						reqs += n
