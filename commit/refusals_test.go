@@ -193,3 +193,26 @@ func TestStageSizeMismatch(t *testing.T) {
 	assert.Contains(t, err.Error(), "expected 5")
 	assert.Empty(t, tx.Files())
 }
+
+// TestCommitRefusesAFileThatIsAlsoADirectory: a generation that holds "p1"
+// and "p1/x" cannot be written to any file system, so Commit refuses it
+// with ErrFileDirClash, naming both paths, and the pointer stays where it
+// was.
+func TestCommitRefusesAFileThatIsAlsoADirectory(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	before, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "p1", []byte("file")))
+	require.NoError(t, tx.PutBytes(ctx, "p1/x", []byte("below")))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrFileDirClash)
+	assert.Contains(t, err.Error(), `"p1"`)
+	assert.Contains(t, err.Error(), `"p1/x"`)
+	after, _, err := pointer.Read(ctx, s)
+	require.NoError(t, err)
+	assert.Equal(t, before.WriteID, after.WriteID, "nothing was committed")
+}
