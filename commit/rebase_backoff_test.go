@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -188,6 +189,30 @@ func TestRebaseCancelledInItsBackoffLosesCleanly(t *testing.T) {
 	assert.ErrorContains(t, err, context.Canceled.Error(), "the cause is named")
 	assert.Equal(t, int32(2), r.w.writes.Load())
 	assert.Equal(t, r.lostTo[1].Seq, readPointer(t, r.s).Seq, "nothing landed after the loss")
+	assert.Equal(t, "base", contents(t, r.direct)["mine/f"])
+	assert.Empty(t, keysUnder(t, r.s, generation.Prefix(r.tx.Generation())), "the staged objects are deleted")
+}
+
+// TestRebaseAfterBackoffRefusesAHorizonRaisedDuringTheWait: when the
+// collector raised its horizon past the Tx's staging start during the
+// backoff, the Tx checks it against the value it read then: it loses as
+// stale, sends no pointer write on that value, and deletes what it staged.
+func TestRebaseAfterBackoffRefusesAHorizonRaisedDuringTheWait(t *testing.T) {
+	r := newBackoffRig(t, 2, func(r *backoffRig) error {
+		ctx := context.Background()
+		p, attrs, err := pointer.Read(ctx, r.s)
+		require.NoError(t, err)
+		next := *p
+		next.GCHorizon = time.Now().UTC()
+		_, err = pointer.Write(ctx, r.s, &next, attrs.ETag)
+		require.NoError(t, err)
+		return nil
+	})
+	_, err := r.tx.Commit(context.Background(), commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrStale)
+	assert.NotErrorIs(t, err, commit.ErrCommitUnknown)
+	assert.Equal(t, int32(2), r.w.writes.Load(), "no pointer write on a value whose horizon passed the staging start")
+	assert.Equal(t, r.lostTo[1].Generation, readPointer(t, r.s).Generation)
 	assert.Equal(t, "base", contents(t, r.direct)["mine/f"])
 	assert.Empty(t, keysUnder(t, r.s, generation.Prefix(r.tx.Generation())), "the staged objects are deleted")
 }
