@@ -88,7 +88,7 @@ func Decode(b []byte, h *Head) (*Intent, error) {
 
 // Openness says which pointer values are open, that is which values
 // rounds are held on: those whose commit rebased at least Rebased times or
-// carried at least Carried writers.
+// carried at least Carried writers. The zero Openness opens every value.
 type Openness struct{ Rebased, Carried int }
 
 // Opens reports whether the value whose manifest is m is open.
