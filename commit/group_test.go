@@ -391,7 +391,8 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 func (sl *stepSleeper) wake() { sl.once.Do(func() { close(sl.done) }) }
 
 // TestGroupRoundsOnlyOnOpenValues: a value is open to rounds when its
-// commit met other writers (rebased or carried some). A fresh writer on
+// commit met other writers (here, as the commit tests set it: rebased or
+// carried once). A fresh writer on
 // a group commit lists the intent directory once and, finding nobody at
 // work, commits alone, publishing no intent; its value is closed, so the
 // next fresh writer sends no request under the intent directory at all,
