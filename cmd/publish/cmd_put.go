@@ -41,10 +41,7 @@ type putOptions struct {
 	// what is most likely a mistake: see the help.
 	AllowEmpty, AllowUnchanged bool
 	MaxDelete                  string
-	Links                      string
-	Filters                    filters
-	// Into is --into: publish SRC as this subtree, keeping the rest.
-	Into string
+	sourceOptions
 	// DryRun says what would be uploaded, reused and removed, and writes
 	// nothing.
 	DryRun bool
@@ -66,10 +63,8 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.AllowEmpty, "allow-empty", false, "publish SRC even if it holds no files (the new generation is empty)")
 	f.BoolVar(&o.AllowUnchanged, "allow-unchanged", false, "commit even if SRC is exactly the current generation (default: say so and commit nothing)")
 	f.StringVar(&o.MaxDelete, "max-delete", "", "refuse to drop more than `N` files (or N% of them) of the current generation")
-	f.StringVar(&o.Links, "links", "refuse", "what to do with a symbolic link in SRC: refuse, skip, follow (only to a target inside SRC) or follow-any")
-	f.StringVar(&o.Into, "into", "", "publish SRC as the subtree `PREFIX/` of the dataset, keeping every file outside it; concurrent puts into different prefixes all commit")
 	f.BoolVar(&o.DryRun, "dry-run", false, "say what would be uploaded, reused and removed, and write nothing to the store (no lease, no fencing token, no probe)")
-	o.Filters.AddFlags(cmd, "SRC")
+	o.sourceOptions.addFlags(cmd, "publish SRC as the subtree `PREFIX/` of the dataset, keeping every file outside it; concurrent puts into different prefixes all commit")
 }
 
 func newPutCommand(g *globalOptions) *cobra.Command {
@@ -172,28 +167,9 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Look at SRC before touching the store: a bad SRC writes nothing.
-	links, err := parseLinkMode(opts.Links)
+	files, err := collectSource(ctx, opts.globalOptions, &opts.sourceOptions, opts.Src, opts.URL, stderr)
 	if err != nil {
 		return err
-	}
-	if opts.Into != "" {
-		if err := checkInto(opts.Into); err != nil {
-			return err
-		}
-	}
-	files, err := collectExcept(ctx, opts.Src, links, &opts.Filters, localStoreDir(opts.URL), func(local, rel string) {
-		opts.fileAction(stderr, "excluded", rel+"/ (the store's own directory)")
-	})
-	if err != nil {
-		return err
-	}
-	for i := range files {
-		files[i].path = opts.Into + files[i].path
-		if opts.Into != "" {
-			if err := generation.CheckPath(files[i].path); err != nil {
-				return fmt.Errorf("SRC %s: %s cannot be published under --into %s: %w", opts.Src, files[i].local, opts.Into, err)
-			}
-		}
 	}
 	if len(files) == 0 && !opts.AllowEmpty {
 		if opts.Into != "" {

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -30,69 +30,39 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 	if err != nil {
 		return err
 	}
-	snap, err := d.Open(ctx)
-	if err != nil && !errors.Is(err, commit.ErrNoCommits) {
-		return describe(opts.URL, err)
+	base, err := readPutBase(ctx, d, opts.URL, opts.Into)
+	if err != nil {
+		return err
 	}
-	res := putResult{DryRun: true, Files: len(files), Into: opts.Into}
-	base := map[string]generation.Entry{}
-	if snap != nil {
-		res.Seq, res.Generation, res.Parent = snap.Seq(), snap.Generation(), snap.Pointer.Parent
-		for _, e := range snap.Files() {
-			if strings.HasPrefix(e.Path, opts.Into) {
-				base[e.Path] = e
-			} else {
-				res.Kept++
-			}
-		}
+	res := putResult{DryRun: true, Files: len(files), Into: opts.Into, Kept: base.kept}
+	if base.snap != nil {
+		res.Seq, res.Generation, res.Parent = base.snap.Seq(), base.snap.Generation(), base.snap.Pointer.Parent
 	}
 	if maxDelete.set {
-		paths := make(map[string]bool, len(base))
-		for p := range base {
+		paths := make(map[string]bool, len(base.files))
+		for p := range base.files {
 			paths[p] = true
 		}
 		if err := maxDelete.check(paths, files); err != nil {
 			return err
 		}
 	}
-
-	// Hash the files that could be reused, in parallel.
-	reused := make([]bool, len(files))
-	var modeChanged atomic.Bool
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Concurrency)
-	for i, f := range files {
-		old, ok := base[f.path]
-		if !ok || opts.NoReuse || old.Size != f.size {
-			continue
-		}
-		g.Go(func() error {
-			same, err := sameSHA256(gctx, f.local, old.SHA256)
-			if err != nil {
-				return err
-			}
-			reused[i] = same
-			if same && old.Mode != generation.FormatMode(f.info.Mode()) {
-				modeChanged.Store(true)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	matches, err := base.compare(ctx, files, opts.Concurrency, !opts.NoReuse)
+	if err != nil {
 		return err
 	}
 
 	sum := newSummary("put", "uploaded", "reused")
 	sum.gone, sum.dryRun = "removed", true
 	sum.Files = len(files)
-	inSRC := make(map[string]bool, len(files))
+	modeChanged := false
 	for i, f := range files {
-		inSRC[f.path] = true
 		res.Bytes += f.size
-		if reused[i] {
+		if matches[i].same {
 			res.Reused++
 			sum.Reused++
 			sum.ReusedBytes += f.size
+			modeChanged = modeChanged || matches[i].modeDiffers
 			opts.fileAction(stderr, "would reuse", f.path)
 		} else {
 			sum.Transferred++
@@ -100,13 +70,11 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 			opts.fileAction(stderr, "would upload", f.path)
 		}
 	}
-	for p := range base {
-		if !inSRC[p] {
-			sum.Deleted++
-			opts.fileAction(stderr, "would remove", p)
-		}
+	for _, p := range base.missing(files) {
+		sum.Deleted++
+		opts.fileAction(stderr, "would remove", p)
 	}
-	res.Unchanged = snap != nil && res.Reused == len(files) && sum.Deleted == 0 && !modeChanged.Load()
+	res.Unchanged = base.snap != nil && res.Reused == len(files) && sum.Deleted == 0 && !modeChanged
 	sum.finish(start)
 	res.Summary = sum
 	if opts.JSON {
@@ -114,7 +82,7 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 	}
 	out := opts.out(stdout)
 	at := "on a dataset without commits"
-	if snap != nil {
+	if base.snap != nil {
 		at = fmt.Sprintf("on seq %d generation %s", res.Seq, res.Generation)
 	}
 	switch {
@@ -130,6 +98,93 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 	}
 	sum.write(out)
 	return nil
+}
+
+// putBase is the generation a put would build on, as read without writing:
+// the current snapshot (nil for a dataset without commits), its files
+// under --into's prefix (all of them without --into) by path, and how
+// many files lie outside the prefix.
+type putBase struct {
+	snap  *commit.Snapshot
+	files map[string]generation.Entry
+	kept  int
+}
+
+// readPutBase reads the current pointer and manifest of d, taking the
+// files under the prefix into ("" for all).
+func readPutBase(ctx context.Context, d *commit.Dataset, rawURL, into string) (putBase, error) {
+	snap, err := d.Open(ctx)
+	if err != nil && !errors.Is(err, commit.ErrNoCommits) {
+		return putBase{}, describe(rawURL, err)
+	}
+	b := putBase{files: map[string]generation.Entry{}}
+	if snap == nil {
+		return b, nil
+	}
+	b.snap = snap
+	for _, e := range snap.Files() {
+		if strings.HasPrefix(e.Path, into) {
+			b.files[e.Path] = e
+		} else {
+			b.kept++
+		}
+	}
+	return b, nil
+}
+
+// fileMatch is how a file of SRC compares with the base's file at its path.
+type fileMatch struct {
+	old    generation.Entry
+	inBase bool // the base has a file at this path, old
+	// same: of the same size and sha256, so a put reuses it; modeDiffers:
+	// same, but put would record another mode (generation.FormatMode).
+	same, modeDiffers bool
+}
+
+// compare compares each file with the base's file at its path, hashing
+// those of the same size, concurrency at a time. With hash false nothing
+// is read and no file is the same (put --no-reuse).
+func (b putBase) compare(ctx context.Context, files []srcFile, concurrency int, hash bool) ([]fileMatch, error) {
+	matches := make([]fileMatch, len(files))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i, f := range files {
+		old, ok := b.files[f.path]
+		matches[i] = fileMatch{old: old, inBase: ok}
+		if !ok || !hash || old.Size != f.size {
+			continue
+		}
+		g.Go(func() error {
+			same, err := sameSHA256(gctx, f.local, old.SHA256)
+			if err != nil {
+				return err
+			}
+			matches[i].same = same
+			matches[i].modeDiffers = same && old.Mode != generation.FormatMode(f.info.Mode())
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return matches, nil
+}
+
+// missing returns the paths of the base's files that files lacks, sorted:
+// those a put would remove.
+func (b putBase) missing(files []srcFile) []string {
+	inSRC := make(map[string]bool, len(files))
+	for _, f := range files {
+		inSRC[f.path] = true
+	}
+	var out []string
+	for p := range b.files {
+		if !inSRC[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sameSHA256 reports whether the local file's sha256 is want.
