@@ -120,7 +120,8 @@ checks that the store enforces conditional writes (--probe: every put).
 
 --dry-run reads SRC, the pointer and the manifest, prints what put would
 do ("would be" uploaded, reused, removed) and writes nothing; it does not
-check that reused objects still exist.
+check that reused objects still exist. 'publish status SRC URL' compares
+the same way and lists the files that differ.
 
 Ctrl-C deletes the staged generation and says so (or that the collector
 will); during the pointer write it can end with status 5: the commit may

@@ -214,7 +214,8 @@ func TestStatusAgainstADatasetWithoutCommits(t *testing.T) {
 }
 
 // TestStatusOfAMissingSRCNamesIt: a SRC that does not exist is an error
-// (status 1) that names it, found before the store is read.
+// (status 1) that names it, found before the store is read; so is a
+// symbolic link in SRC, unless --links says what to do with it.
 func TestStatusOfAMissingSRCNamesIt(t *testing.T) {
 	for _, f := range dryRunDrivers(t) {
 		t.Run(f.Name, func(t *testing.T) {
@@ -233,6 +234,21 @@ func TestStatusOfAMissingSRCNamesIt(t *testing.T) {
 
 			code, _, errs = cli(t, "", "status", "--into", "eu", missing, u)
 			assert.Equal(t, exitUsage, code, errs)
+
+			// Symbolic links follow put's rules: refused unless --links says.
+			src := writeTree(t, map[string]string{"a": "a"})
+			require.NoError(t, os.Symlink("a", filepath.Join(src, "l")))
+			code, out, errs = cli(t, "", "status", src, u)
+			assert.Equal(t, exitError, code)
+			assert.Empty(t, out)
+			assert.Equal(t, "publish: SRC "+filepath.Join(src, "l")+" is a symbolic link (to a); pass --links skip to leave links out, or --links follow to publish what they point to\n", errs)
+			assert.Equal(t, before, c.Counts(), "a refused SRC reads nothing of the store")
+			code, out, errs = cli(t, "", "status", "--links", "skip", src, u)
+			assert.Equal(t, exitOK, code, errs)
+			assert.Empty(t, out)
+			code, out, _ = cli(t, "", "status", "--links", "follow", src, u)
+			assert.Equal(t, exitError, code)
+			assert.Equal(t, "A l\n", out)
 		})
 	}
 }
