@@ -47,11 +47,10 @@ commits).
 
 Status reads the pointer and the manifest only (s3:GetObject), never the
 dataset's data objects. The exit status says whether there is anything to
-publish, as diff(1) does.
+publish: 0 when SRC and the dataset hold the same files, 8 when they
+differ, and 1 only for an error.
 
-` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitInterrupted) + `
-  (0 only when SRC and the dataset hold the same files; 1 also when they
-  differ, with no error message: an error says "publish: ..." on stderr)`,
+` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitDiffers, exitInterrupted),
 		Example: `  publish status ./out s3://bucket/daily
   publish status --into region=eu/ ./out-eu s3://bucket/sales
   publish status --exclude '*.tmp' ./out file:///srv/datasets/app || publish put --exclude '*.tmp' ./out file:///srv/datasets/app
@@ -175,8 +174,8 @@ func runStatus(ctx context.Context, opts statusOptions, stdout, stderr io.Writer
 			len(res.Added), len(res.Modified), mode, len(res.Deleted), res.Unchanged, at)
 	}
 	if res.differs() {
-		// Like diff(1): status 1, and no message, since nothing failed.
-		return &statusError{code: exitError}
+		// A status of its own, and no message: nothing failed.
+		return &statusError{code: exitDiffers}
 	}
 	return nil
 }

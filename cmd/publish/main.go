@@ -35,6 +35,7 @@ const (
 	exitUnknown     = 5
 	exitFenced      = 6
 	exitNoFUSE      = 7
+	exitDiffers     = 8
 	exitInterrupted = 130
 )
 

@@ -120,6 +120,7 @@ var exitDescriptions = map[int]string{
 	exitUnknown:     "outcome unknown: the commit may or may not have landed; nothing was deleted (check with 'publish show')",
 	exitFenced:      "fenced or stale: our lease has a higher fencing token in the dataset (or the dataset takes fenced writers only), the collector's horizon passed our generation, or the lease was lost",
 	exitNoFUSE:      "FUSE is not available (mount): no /dev/fuse, or no right to mount (not root, and no fusermount3)",
+	exitDiffers:     "SRC and the dataset differ (status); nothing failed",
 	exitInterrupted: "interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT)",
 }
 

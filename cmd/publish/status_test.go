@@ -79,23 +79,23 @@ func TestStatusListsAddedModifiedAndDeletedFiles(t *testing.T) {
 
 			done := readOnly(t, s, c)
 			code, out, errs := cli(t, "", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "M a\nD c\nA d/e\nm d/x.sh\n", out)
 			assert.Equal(t, "1 added, 1 modified, 1 mode changed, 1 deleted, 1 unchanged against "+seqGen(t, u)+"\n", errs,
 				"the summary is the only thing on stderr: a difference is not an error")
 
 			code, out, errs = cli(t, "", "-v", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "M a\nD c\n= d/b\nA d/e\nm d/x.sh\n", out)
 			assert.NotContains(t, errs, "publish:")
 
 			code, out, errs = cli(t, "", "-q", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "M a\nD c\nA d/e\nm d/x.sh\n", out, "-q keeps the lines")
 			assert.Empty(t, errs)
 
 			code, out, errs = cli(t, "", "--json", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Empty(t, errs)
 			var res statusResult
 			require.NoError(t, json.Unmarshal([]byte(out), &res))
@@ -131,17 +131,17 @@ func TestStatusIntoComparesThePrefixOnly(t *testing.T) {
 
 			done := readOnly(t, s, c)
 			code, out, errs := cli(t, "", "status", "--into", "eu/", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "A eu/new.csv\nD eu/old.csv\nM eu/sales.csv\n", out)
 			assert.Equal(t, "1 added, 1 modified, 1 deleted, 1 unchanged against "+seqGen(t, u)+" under eu/\n", errs)
 
 			code, out, _ = cli(t, "", "status", "--into", "asia/", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "A asia/new.csv\nA asia/sales.csv\nA asia/same.csv\n", out, "nothing outside the prefix is deleted")
 
 			// Without --into, SRC stands for the whole dataset.
 			code, out, _ = cli(t, "", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "D eu/old.csv\nD eu/sales.csv\nD eu/same.csv\nA new.csv\nA sales.csv\nA same.csv\nD us/sales.csv\n", out)
 			done()
 		})
@@ -167,12 +167,12 @@ func TestStatusSelectsFilesAsPutDoes(t *testing.T) {
 			assert.Empty(t, out)
 
 			code, out, errs := cli(t, "", "status", "--exclude", "*.log", "--exclude", "/cache/**", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "D cache/tmp\n", out)
 			assert.Equal(t, "0 added, 0 modified, 1 deleted, 2 unchanged against "+seqGen(t, u)+"\n", errs)
 
 			code, out, _ = cli(t, "", "status", "--include", "*.csv", "--into", "in/", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "A in/a.csv\nA in/b.csv\n", out)
 			done()
 
@@ -196,12 +196,12 @@ func TestStatusAgainstADatasetWithoutCommits(t *testing.T) {
 			src := writeTree(t, map[string]string{"b": "b", "a/x": "x"})
 
 			code, out, errs := cli(t, "", "status", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "A a/x\nA b\n", out)
 			assert.Equal(t, "2 added, 0 modified, 0 deleted, 0 unchanged against a dataset without commits\n", errs)
 
 			code, out, errs = cli(t, "", "--json", "status", src, u)
-			assert.Equal(t, exitError, code, errs)
+			assert.Equal(t, exitDiffers, code, errs)
 			assert.JSONEq(t, `{"seq": 0, "generation": "", "added": ["a/x", "b"], "modified": [], "mode_changed": [], "deleted": [], "unchanged": 0}`, out)
 
 			code, out, errs = cli(t, "", "status", t.TempDir(), u)
@@ -247,7 +247,7 @@ func TestStatusOfAMissingSRCNamesIt(t *testing.T) {
 			assert.Equal(t, exitOK, code, errs)
 			assert.Empty(t, out)
 			code, out, _ = cli(t, "", "status", "--links", "follow", src, u)
-			assert.Equal(t, exitError, code)
+			assert.Equal(t, exitDiffers, code)
 			assert.Equal(t, "A l\n", out)
 		})
 	}
