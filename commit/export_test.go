@@ -14,7 +14,7 @@ import (
 func init() { openness = group.Openness{Rebased: 1, Carried: 1} }
 
 // DefaultOpenness is the rule a Dataset opens values to rounds by.
-var DefaultOpenness = openness
+var DefaultOpenness = defaultOpenness
 
 // SetOpenness opens to rounds, until t ends, the values whose commit
 // rebased at least rebased times or carried at least carried writers.

@@ -46,11 +46,15 @@ type groupState struct {
 	settledOnSHA string
 }
 
-// openness opens to rounds the values whose commit met at least two other
-// writers' commits: three rebases, or two carried. Two writers do better
-// rebasing alone, since a round costs each of them an intent, a LIST and
-// a wait.
-var openness = group.Openness{Rebased: 3, Carried: 2}
+// defaultOpenness opens to rounds the values whose commit met at least two
+// other writers' commits: three rebases, or two carried. Two writers do
+// better rebasing alone, since a round costs each of them an intent, a
+// LIST and a wait.
+var defaultOpenness = group.Openness{Rebased: 3, Carried: 2}
+
+// openness is the rule Datasets open values by: defaultOpenness, unless a
+// test sets another.
+var openness = defaultOpenness
 
 // head is a pointer value a commit builds on: what the rules of group
 // commit see of it, and the attributes the store returned with it.

@@ -62,7 +62,7 @@ func TestStatusOfTheSameTreeExitsZeroAndPrintsNothing(t *testing.T) {
 // TestStatusListsAddedModifiedAndDeletedFiles: a file only in SRC is A, one
 // of the same size with other content M (its sha256 decides), one only in
 // the dataset D, one with the same content and another mode m; the lines
-// are sorted by path, the status is 1 with no error message, and nothing
+// are sorted by path, the status is 8 with no error message, and nothing
 // is written. --json gives the same lists.
 func TestStatusListsAddedModifiedAndDeletedFiles(t *testing.T) {
 	for _, f := range dryRunDrivers(t) {
@@ -185,7 +185,7 @@ func TestStatusSelectsFilesAsPutDoes(t *testing.T) {
 }
 
 // TestStatusAgainstADatasetWithoutCommits: every file of SRC is added
-// (status 1); an empty SRC holds the same files as no commit (status 0).
+// (status 8); an empty SRC holds the same files as no commit (status 0).
 // Nothing is written, not even the probe a first put runs.
 func TestStatusAgainstADatasetWithoutCommits(t *testing.T) {
 	for _, f := range dryRunDrivers(t) {
