@@ -121,6 +121,7 @@ type Dataset struct {
 	// carryFirst).
 	grouped atomic.Bool
 	clock   roundClock
+	last    lastManifest
 }
 
 // Option configures a Dataset.

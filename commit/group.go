@@ -39,11 +39,6 @@ type groupState struct {
 	listed  []string
 	sending int
 	carried *pointer.Pointer
-	// settledOn is the manifest, checked against its pointer value's
-	// sha256, that settled a dead intent: the rebase on that value builds
-	// on it without reading it again.
-	settledOn    *generation.Manifest
-	settledOnSHA string
 }
 
 // defaultOpenness opens to rounds the values whose commit met at least two
@@ -396,9 +391,6 @@ func (tx *Tx) settleMoved(ctx context.Context, p *pointer.Pointer, attrs store.A
 	}
 	tx.mu.Lock()
 	tx.winner = m.Generation
-	if m.Generation == p.Generation && sum == p.ManifestSHA256 {
-		tx.grp.settledOn, tx.grp.settledOnSHA = m, sum
-	}
 	tx.mu.Unlock()
 	tx.clearIntent()
 	return mv, nil
@@ -439,7 +431,7 @@ func (d *Dataset) manifestAt(ctx context.Context, p *pointer.Pointer, seq uint64
 	for s := p.Seq; ; s-- {
 		var m *generation.Manifest
 		err := retryRead(ctx, d.retry, func() (err error) {
-			m, err = d.loadManifest(ctx, gen, sum)
+			m, err = d.writerManifest(ctx, gen, sum)
 			return err
 		})
 		if err != nil {
@@ -522,7 +514,7 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 func (d *Dataset) admissibleOn(ctx context.Context, in *group.Intent, p *pointer.Pointer, attrs store.Attrs) bool {
 	var m *generation.Manifest
 	err := retryRead(ctx, d.retry, func() (err error) {
-		m, err = d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
+		m, err = d.writerManifest(ctx, p.Generation, p.ManifestSHA256)
 		return err
 	})
 	if err != nil || m.Seq != p.Seq || in.Head != p.WriteID || in.Seq != p.Seq+1 {

@@ -182,7 +182,9 @@ func TestRequestOrderKeepsEachGuard(t *testing.T) {
 	}
 
 	l.reset()
-	tx, err := d.Begin(ctx)
+	// A Dataset of its own, as a new process has: it reads the base
+	// manifest, which the one that committed the base holds.
+	tx, err := commit.New(l, commit.WithConcurrency(4)).Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, tx.AddDir(ctx, dir))
 	_, err = tx.Commit(ctx, commit.CommitOptions{})

@@ -252,22 +252,11 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 	if n > 0 && time.Since(rs.started) > tx.rebase.MaxTime {
 		return nil, nil, fmt.Errorf("%w (rebasing for %s, longer than the %s allowed)", lostTo, time.Since(rs.started).Round(time.Millisecond), tx.rebase.MaxTime)
 	}
-	// The manifest that settled a dead intent is the head's when the
-	// pointer moved by one commit: it was read and checked already.
-	tx.mu.Lock()
-	hm := tx.grp.settledOn
-	if hm != nil && (hm.Generation != got.Generation || tx.grp.settledOnSHA != got.ManifestSHA256) {
-		hm = nil
-	}
-	tx.grp.settledOn, tx.grp.settledOnSHA = nil, ""
-	tx.mu.Unlock()
-	var err error
-	if hm == nil {
-		err = retryRead(ctx, tx.d.retry, func() (err error) {
-			hm, err = tx.d.loadManifest(ctx, got.Generation, got.ManifestSHA256)
-			return err
-		})
-	}
+	var hm *generation.Manifest
+	err := retryRead(ctx, tx.d.retry, func() (err error) {
+		hm, err = tx.d.writerManifest(ctx, got.Generation, got.ManifestSHA256)
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %v", lostTo, got.Generation, err)
 	}
@@ -346,6 +335,7 @@ func (tx *Tx) writeRebased(ctx context.Context, h *head, g group.Group, opts Com
 		return nil, "", fmt.Errorf("write manifest: %w", err)
 	}
 	sum := sha256.Sum256(stored)
+	tx.d.last.put(gen, hex.EncodeToString(sum[:]), stored)
 	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", h.Ptr.Generation, "seq", m.Seq, "carried", len(g.Carried))
 	return m, hex.EncodeToString(sum[:]), nil
 }

@@ -40,12 +40,12 @@ func TestOverlapSeesEveryFieldOfAnEntry(t *testing.T) {
 	}
 }
 
-// TestRebaseTakesSettledManifestOnlyForItsHead: the manifest that settled
-// a dead intent stands in for the head's only when it is that head's (the
-// same generation and sha256). A Tx that settled on A and then rebases on
-// B, a later commit, must read B's manifest: rebased on A's entries, its
-// commit would drop B's change, a lost update.
-func TestRebaseTakesSettledManifestOnlyForItsHead(t *testing.T) {
+// TestRebaseTakesHeldManifestOnlyForItsHead: the manifest a Dataset holds
+// from its last read or write stands in for the head's only when it is
+// that head's (the same generation and sha256). A Tx whose Dataset holds
+// A's and that rebases on B, a later commit, must read B's manifest:
+// rebased on A's entries, its commit would drop B's change, a lost update.
+func TestRebaseTakesHeldManifestOnlyForItsHead(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	d := New(s)
@@ -70,11 +70,11 @@ func TestRebaseTakesSettledManifestOnlyForItsHead(t *testing.T) {
 	require.NoError(t, tx.EnableRebase(Rebase{}))
 	a, _ := commitFiles(map[string]string{"a": "a"})
 	b, attrsB := commitFiles(map[string]string{"b": "b"})
-	ma, err := d.loadManifest(ctx, a.Generation, a.ManifestSHA256)
+	_, stored, err := d.readManifest(ctx, a.Generation, a.ManifestSHA256)
 	require.NoError(t, err)
 	rs, err := tx.prepareRebase(ctx, tx.Entries())
 	require.NoError(t, err)
-	tx.grp.settledOn, tx.grp.settledOnSHA = ma, a.ManifestSHA256
+	d.last.put(a.Generation, a.ManifestSHA256, stored)
 	h, entries, err := tx.rebaseHead(ctx, rs, b, attrsB, &ConflictError{Winner: b.Generation, Seq: b.Seq})
 	require.NoError(t, err)
 	assert.Contains(t, h.Entries, "b", "the head is B's manifest")
@@ -116,4 +116,17 @@ func TestGroupableProperties(t *testing.T) {
 			t.Fatalf("groupable %v: NoGroup %v, refSeq %d, all %v, write id %q, rebased %d", got, tx.rebase.NoGroup, tx.refSeq, rs.all, p.WriteID, m.Rebased)
 		}
 	}
+}
+
+// TestHeldManifestIsTheOneNamed: the held manifest is returned only for
+// its generation and its sha256, never for a value that names another
+// sha256 (another manifest under the same key) or none.
+func TestHeldManifestIsTheOneNamed(t *testing.T) {
+	var c lastManifest
+	assert.Nil(t, c.get("g", "s"), "nothing held")
+	c.put("g", "s", []byte("m"))
+	assert.Equal(t, []byte("m"), c.get("g", "s"))
+	assert.Nil(t, c.get("g", "t"), "another sha256")
+	assert.Nil(t, c.get("h", "s"), "another generation")
+	assert.Nil(t, c.get("g", ""), "no sha256 to check")
 }

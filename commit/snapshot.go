@@ -12,6 +12,7 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -140,24 +141,76 @@ func (d *Dataset) History(ctx context.Context, from *Snapshot) iter.Seq2[*genera
 // not empty the stored bytes must match it. A missing manifest matches
 // ErrCollected.
 func (d *Dataset) loadManifest(ctx context.Context, gen, wantSHA string) (*generation.Manifest, error) {
+	m, _, err := d.readManifest(ctx, gen, wantSHA)
+	return m, err
+}
+
+// writerManifest is loadManifest for a writer, which needs a manifest by
+// its sha256 only: the one this Dataset wrote or read last is not read
+// again. Readers use loadManifest, which always asks the store.
+func (d *Dataset) writerManifest(ctx context.Context, gen, sha string) (*generation.Manifest, error) {
+	if b := d.last.get(gen, sha); b != nil {
+		return decodeManifest(generation.ManifestKey(gen), gen, b)
+	}
+	m, b, err := d.readManifest(ctx, gen, sha)
+	if err == nil && sha != "" {
+		d.last.put(gen, sha, b)
+	}
+	return m, err
+}
+
+// readManifest is loadManifest, which also returns the stored bytes.
+func (d *Dataset) readManifest(ctx context.Context, gen, wantSHA string) (*generation.Manifest, []byte, error) {
 	key := generation.ManifestKey(gen)
 	rc, _, err := d.s.Get(ctx, key)
 	if errors.Is(err, store.ErrNotExist) {
-		return nil, fmt.Errorf("%w: manifest %q: %v", ErrCollected, key, err)
+		return nil, nil, fmt.Errorf("%w: manifest %q: %v", ErrCollected, key, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, generation.MaxStored+1))
 	if err != nil {
-		return nil, fmt.Errorf("commit: read manifest %q: %w", key, err)
+		return nil, nil, fmt.Errorf("commit: read manifest %q: %w", key, err)
 	}
 	if wantSHA != "" {
 		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != wantSHA {
-			return nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded for it", generation.ErrCorrupt, key)
+			return nil, nil, fmt.Errorf("%w: manifest %q does not match the sha256 recorded for it", generation.ErrCorrupt, key)
 		}
 	}
+	m, err := decodeManifest(key, gen, b)
+	return m, b, err
+}
+
+// lastManifest holds the stored bytes of the manifest a Dataset's writer
+// wrote or read last, by generation and sha256: a writer that begins on
+// the value it just committed, or that just carried it, finds it here.
+type lastManifest struct {
+	mu       sync.Mutex
+	gen, sha string
+	stored   []byte
+}
+
+// get returns the stored bytes of generation gen if they are held and
+// their sha256 is sha, else nil.
+func (c *lastManifest) get(gen, sha string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sha == "" || c.gen != gen || c.sha != sha {
+		return nil
+	}
+	return c.stored
+}
+
+func (c *lastManifest) put(gen, sha string, stored []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen, c.sha, c.stored = gen, sha, stored
+}
+
+// decodeManifest decodes the manifest of generation gen, stored at key.
+func decodeManifest(key, gen string, b []byte) (*generation.Manifest, error) {
 	m, err := generation.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %q: %w", key, err)

@@ -125,7 +125,7 @@ func (tx *Tx) loadBase(ctx context.Context) (*generation.Manifest, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.baseManifest == nil {
-		m, err := tx.d.loadManifest(ctx, tx.base.Generation, tx.base.ManifestSHA256)
+		m, err := tx.d.writerManifest(ctx, tx.base.Generation, tx.base.ManifestSHA256)
 		if err != nil {
 			return nil, fmt.Errorf("commit: base generation %s: %w", tx.base.Generation, err)
 		}
