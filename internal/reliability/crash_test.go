@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -508,109 +509,175 @@ func under(all map[string][]byte, prefix string) map[string][]byte {
 	return out
 }
 
-// TestCrashPutInto SIGKILLs 'publish put --into' at random points while
-// another put --into, of another prefix, runs to completion beside it, so
-// that kills also land in rebases. After each trial the pointer resolves
-// completely (I1), the killed put's partition holds its old files or
-// exactly its new ones, the other writer's partition holds what it
-// published, and every other partition is as it was; after a final
-// collection nothing of the killed puts is left (I7).
+// burstWriters is how many 'put --into' a trial of TestCrashPutInto starts
+// together: enough that a commit of the burst rebases three times and opens
+// its value to group-commit rounds (G3), so that the signalled put may lead
+// a round, be carried by another's commit, or commit alone.
+const burstWriters = 10
+
+// TestCrashPutInto signals, at a random point, one 'publish put --into' of
+// a burst of burstWriters, each of its own prefix. SIGKILL: the killed
+// put's partition holds its old files or exactly its new ones, the other
+// puts commit what they published, and every other partition is as it was
+// (or holds what the put killed the trial before published: a commit of
+// this trial may carry its intent). SIGSTOP until the others have exited,
+// then SIGCONT: the paused put commits, by its own commit or carried by
+// another's. After each trial the pointer resolves completely (I1); after
+// a final collection nothing of the killed puts is left (I7). The history
+// must hold commits that carried others.
 func TestCrashPutInto(t *testing.T) {
 	for _, tg := range crashTargets(t) {
-		t.Run(tg.name, func(t *testing.T) {
-			url, s := tg.dataset(t, "into")
-			const parts = 4
-			srcs := make([]string, parts)
-			for k := range parts {
-				srcs[k] = filepath.Join(t.TempDir(), "src")
-				writePartition(t, srcs[k], -1-k)
-				out, code := tg.run(t, "put", "--into", fmt.Sprintf("p%d/", k), srcs[k], url)
-				require.Zero(t, code, out)
+		for _, stop := range []bool{false, true} {
+			name := tg.name + "/kill"
+			if stop {
+				name = tg.name + "/stop"
 			}
-			otherDir := filepath.Join(t.TempDir(), "other")
-			rnd := rand.New(rand.NewPCG(seed(t, 17), 0))
-			cal := -10
-			window := calibrate(func() time.Duration {
-				writePartition(t, srcs[0], cal)
-				cal--
-				start := time.Now()
-				out, code := tg.run(t, "put", "--into", "p0/", srcs[0], url)
-				require.Zero(t, code, out)
-				return time.Since(start)
-			})
-			// The other writer beside it slows each put down: twice the
-			// calibrated window lets some of them finish.
-			window *= 2
-			var killed, committed, landedKilled, lateLanded int
-			// zombie holds the files of a put killed in the trial before,
-			// whose intent may still be carried by the next commit.
-			zombie := map[string]map[string][]byte{}
-			for i := range crashTrials() {
-				_, before := snapshotFiles(t, s)
-				victim := i % parts
-				prefix := fmt.Sprintf("p%d/", victim)
-				src := writePartition(t, srcs[victim], i)
-				other := writePartition(t, otherDir, i)
-				p := tg.start(t, "put", "--into", prefix, srcs[victim], url)
-				done := make(chan struct{})
-				var otherOut string
-				var otherCode int
-				go func() {
-					defer close(done)
-					otherOut, otherCode = tg.run(t, "put", "--into", "other/", otherDir, url)
-				}()
-				k, code := p.killAfter(time.Duration(rnd.Int64N(int64(window))))
-				<-done
-				require.Zero(t, otherCode, "the other writer, on another prefix, must commit: %s", otherOut)
-				if k {
-					killed++
-				} else {
-					require.Zero(t, code, "an unkilled put --into failed: %s", p.out.String())
-				}
-				_, after := snapshotFiles(t, s)
-				got := under(after, prefix)
-				switch {
-				case maps.EqualFunc(got, src, bytes.Equal):
-					committed++
-				case maps.EqualFunc(got, under(before, prefix), bytes.Equal):
-					require.True(t, k, "put --into exited 0 but its partition is the old one")
-				default:
-					t.Fatalf("trial %d: partition %s holds neither its old files nor exactly the new ones", i, prefix)
-				}
-				require.True(t, maps.EqualFunc(under(after, "other/"), other, bytes.Equal), "trial %d: the other writer's partition", i)
-				for q := range parts {
-					if q == victim {
-						continue
-					}
-					qp := fmt.Sprintf("p%d/", q)
-					now := under(after, qp)
-					if z, ok := zombie[qp]; ok && maps.EqualFunc(now, z, bytes.Equal) && !maps.EqualFunc(now, under(before, qp), bytes.Equal) {
-						// The put killed in the trial before had published
-						// its intent on the value it lost to; the first
-						// commit on that value carried it (group commit).
-						lateLanded++
-						continue
-					}
-					require.True(t, maps.EqualFunc(now, under(before, qp), bytes.Equal), "trial %d: partition %s changed", i, qp)
-				}
-				// An intent is bound to one pointer value: this trial's
-				// commits carried or killed the one left before it.
-				clear(zombie)
-				if k && maps.EqualFunc(got, src, bytes.Equal) {
-					landedKilled++
-				}
-				if k && !maps.EqualFunc(got, src, bytes.Equal) {
-					zombie[prefix] = src
-				}
-			}
-			if tg.coarseClock {
-				time.Sleep(1100 * time.Millisecond)
-			}
-			out, code := tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
-			require.Zero(t, code, out)
-			checkCollected(t, s, 1)
-			t.Logf("CRASH put --into on %s: %d trials (kill window %s), %d killed, %d committed (%d of them killed after the commit landed, %d carried by the next trial's commit); other partitions intact, I1 I7 held",
-				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, landedKilled, lateLanded)
-		})
+			t.Run(name, func(t *testing.T) { testCrashPutInto(t, tg, stop) })
+		}
 	}
+}
+
+func testCrashPutInto(t *testing.T, tg crashTarget, stop bool) {
+	ctx := context.Background()
+	url, s := tg.dataset(t, "into")
+	const parts = 4
+	srcs := make([]string, parts)
+	for k := range parts {
+		srcs[k] = filepath.Join(t.TempDir(), "src")
+		writePartition(t, srcs[k], -1-k)
+		out, code := tg.run(t, "put", "--into", fmt.Sprintf("p%d/", k), srcs[k], url)
+		require.Zero(t, code, out)
+	}
+	others := make([]string, burstWriters-1)
+	for k := range others {
+		others[k] = filepath.Join(t.TempDir(), "other")
+	}
+	rnd := rand.New(rand.NewPCG(seed(t, 17), 0))
+	cal := -10
+	window := calibrate(func() time.Duration {
+		writePartition(t, srcs[0], cal)
+		cal--
+		start := time.Now()
+		out, code := tg.run(t, "put", "--into", "p0/", srcs[0], url)
+		require.Zero(t, code, out)
+		return time.Since(start)
+	})
+	// The burst slows each put down: a window of twice the calibrated one
+	// per pair of writers lets some of them finish.
+	window *= burstWriters
+	var signalled, committed, landedKilled, lateLanded int
+	// zombie holds the files of a put killed in the trial before, whose
+	// intent may still be carried by the next commit.
+	zombie := map[string]map[string][]byte{}
+	for i := range crashTrials() {
+		_, before := snapshotFiles(t, s)
+		victim := i % parts
+		prefix := fmt.Sprintf("p%d/", victim)
+		src := writePartition(t, srcs[victim], i)
+		p := tg.start(t, "put", "--into", prefix, srcs[victim], url)
+		want := make([]map[string][]byte, len(others))
+		outs, codes := make([]string, len(others)), make([]int, len(others))
+		var wg sync.WaitGroup
+		for k, dir := range others {
+			want[k] = writePartition(t, dir, i*len(others)+k)
+			wg.Go(func() { outs[k], codes[k] = tg.run(t, "put", "--into", fmt.Sprintf("o%d/", k), dir, url) })
+		}
+		delay := time.Duration(rnd.Int64N(int64(window)))
+		var hit bool
+		var code int
+		if stop {
+			select {
+			case <-p.done:
+			case <-time.After(delay):
+			}
+			paused := stopHolder(t, p, srcs[victim])
+			wg.Wait()
+			for _, pid := range paused {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+			hit = len(paused) > 0
+			_, code = p.killAfter(2 * time.Minute)
+			require.Zero(t, code, "trial %d: a put --into paused (%v) and resumed failed: %s", i, hit, p.out.String())
+		} else {
+			hit, code = p.killAfter(delay)
+			wg.Wait()
+			if !hit {
+				require.Zero(t, code, "trial %d: an unkilled put --into failed: %s", i, p.out.String())
+			}
+		}
+		if hit {
+			signalled++
+		}
+		for k := range others {
+			require.Zero(t, codes[k], "trial %d: put --into o%d/, beside the signalled one, must commit: %s", i, k, outs[k])
+		}
+		_, after := snapshotFiles(t, s)
+		got := under(after, prefix)
+		switch {
+		case maps.EqualFunc(got, src, bytes.Equal):
+			committed++
+		case maps.EqualFunc(got, under(before, prefix), bytes.Equal):
+			require.True(t, hit && !stop, "trial %d: put --into exited 0 but its partition is the old one", i)
+		default:
+			t.Fatalf("trial %d: partition %s holds neither its old files nor exactly the new ones", i, prefix)
+		}
+		for k := range others {
+			require.True(t, maps.EqualFunc(under(after, fmt.Sprintf("o%d/", k)), want[k], bytes.Equal), "trial %d: partition o%d/", i, k)
+		}
+		for q := range parts {
+			if q == victim {
+				continue
+			}
+			qp := fmt.Sprintf("p%d/", q)
+			now := under(after, qp)
+			if z, ok := zombie[qp]; ok && maps.EqualFunc(now, z, bytes.Equal) && !maps.EqualFunc(now, under(before, qp), bytes.Equal) {
+				// The put killed in the trial before had published its
+				// intent on the value it lost to; the first commit on
+				// that value carried it.
+				lateLanded++
+				continue
+			}
+			require.True(t, maps.EqualFunc(now, under(before, qp), bytes.Equal), "trial %d: partition %s changed", i, qp)
+		}
+		// An intent is bound to one pointer value: this trial's commits
+		// carried or killed the one left before it.
+		clear(zombie)
+		if hit && !stop && maps.EqualFunc(got, src, bytes.Equal) {
+			landedKilled++
+		}
+		if hit && !stop && !maps.EqualFunc(got, src, bytes.Equal) {
+			zombie[prefix] = src
+		}
+	}
+	carriers, carried := carriedCommits(ctx, t, s)
+	require.Positive(t, carriers, "no commit of %d bursts of %d writers carried another: the trials never held a round", crashTrials(), burstWriters)
+	if tg.coarseClock {
+		time.Sleep(1100 * time.Millisecond)
+	}
+	out, code := tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
+	require.Zero(t, code, out)
+	checkCollected(t, s, 1)
+	outcome := fmt.Sprintf("%d killed, %d committed (%d of them killed after the commit landed, %d carried by the next trial's commit)", signalled, committed, landedKilled, lateLanded)
+	if stop {
+		outcome = fmt.Sprintf("%d paused, %d committed", signalled, committed)
+	}
+	t.Logf("CRASH put --into, %d at once, on %s: %d trials (signal window %s), %s; %d commits carried %d others; other partitions intact, I1 I7 held",
+		burstWriters, tg.name, crashTrials(), window.Round(time.Millisecond), outcome, carriers, carried)
+}
+
+// carriedCommits walks the dataset's history and returns how many commits
+// carried other writers' changes, and how many changes they carried.
+func carriedCommits(ctx context.Context, t *testing.T, s store.Store) (carriers, carried int) {
+	t.Helper()
+	d := commit.New(s)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	for m, err := range d.History(ctx, snap) {
+		require.NoError(t, err)
+		if len(m.Carried) > 0 {
+			carriers++
+			carried += len(m.Carried)
+		}
+	}
+	return carriers, carried
 }
