@@ -29,6 +29,11 @@ func SetOpenness(t testing.TB, rebased, carried int) {
 // compare-and-swap.
 func MarkGrouped(d *Dataset) { d.grouped.Store(true) }
 
+// ForgetHeldManifest makes d hold no manifest, as when another Tx of d
+// wrote or read one since: its next writer read of any manifest asks the
+// store.
+func ForgetHeldManifest(d *Dataset) { d.last.put("", "", nil) }
+
 // SetRoundClock makes d's group-commit rounds measure and wait on c.
 func SetRoundClock(d *Dataset, c interface {
 	Now() time.Time

@@ -186,6 +186,9 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 			return
 		}
 		require.True(t, readManifest(t, s, txC.Generation()).CarriedBy(txO.Generation()), "the carrier selected O")
+		// O's rebase read V's manifest, which its Dataset still holds;
+		// another Tx of the Dataset may have replaced it since.
+		commit.ForgetHeldManifest(dO)
 		fsO.Add(faultstore.Rule{Op: store.OpGet, Key: generation.ManifestKey(v.Generation), Mode: faultstore.Before})
 		cancelO()
 	}})
