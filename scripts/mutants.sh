@@ -12,7 +12,8 @@
 #   bash scripts/mutants.sh --check      only check that every mutation applies
 #                                        and compiles
 #
-# Options: --race (run the tests with -race; slower, rarely needed),
+# Options: --race (run the tests with -race; slower, rarely needed; a
+# mutation with "race: yes" always runs with it),
 # --timeout DUR (go test -timeout per package, default 6m), --baseline (run
 # the packages once unmutated first), --no-confirm (see below), --logs DIR
 # (default .cache/mutants).
@@ -52,9 +53,9 @@ done
 
 # --- the list ---------------------------------------------------------------
 # Blocks of "key: value" lines separated by blank lines; # starts a comment.
-# Keys: name, inv, file, from, to, pkgs, run, skip, why, harmless. In from and to,
+# Keys: name, inv, file, from, to, pkgs, run, skip, race, why, harmless. In from and to,
 # \n and \t stand for a newline and a tab.
-M_name=() M_inv=() M_file=() M_from=() M_to=() M_pkgs=() M_run=() M_skip=() M_why=() M_harmless=()
+M_name=() M_inv=() M_file=() M_from=() M_to=() M_pkgs=() M_run=() M_skip=() M_race=() M_why=() M_harmless=()
 declare -A cur=()
 flush() {
 	[ ${#cur[@]} -eq 0 ] && return
@@ -74,7 +75,7 @@ flush() {
 	done
 	M_name+=("${cur[name]}") M_inv+=("${cur[inv]:-}") M_file+=("${cur[file]}")
 	M_from+=("${cur[from]}") M_to+=("${cur[to]}") M_pkgs+=("${cur[pkgs]}")
-	M_run+=("${cur[run]:-}") M_skip+=("${cur[skip]:-}") M_why+=("${cur[why]:-}") M_harmless+=("${cur[harmless]:-}")
+	M_run+=("${cur[run]:-}") M_skip+=("${cur[skip]:-}") M_race+=("${cur[race]:-}") M_why+=("${cur[why]:-}") M_harmless+=("${cur[harmless]:-}")
 	cur=()
 }
 # The mutations are in scripts/mutants/list and in one scripts/mutants/*.list
@@ -93,7 +94,7 @@ while IFS= read -r line || [ -n "$line" ]; do
 	val=${line#*:}
 	val=${val# }
 	case $key in
-	name | inv | file | from | to | pkgs | run | skip | why | harmless)
+	name | inv | file | from | to | pkgs | run | skip | race | why | harmless)
 		# why and harmless may continue on further lines.
 		if [ -n "${cur[$key]:-}" ]; then
 			echo "mutants: $list:$lineno: $key: given twice" >&2
@@ -253,10 +254,13 @@ if [ $baseline = 1 ]; then
 	done
 fi
 
+race_opt=$race
 caught=0 survived=0 explained=0 stale=0 broken=0 flaky=0
 survivors=() start=$(date +%s)
 for i in "${selected[@]}"; do
 	name=${M_name[$i]} f=${M_file[$i]} run=${M_run[$i]} skip=${M_skip[$i]} log=$logs/${M_name[$i]}.log
+	race=$race_opt
+	[ -n "${M_race[$i]}" ] && race=-race
 	cp "$scratch/$f" "$scratch/.orig"
 	rc=0; apply "$f" || rc=$?
 	if [ $rc -ne 0 ]; then
