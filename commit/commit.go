@@ -344,14 +344,14 @@ type sendPlan struct {
 // where it may: it returns the pointer write to send, or, when the commit
 // ended, the pointer value that carried it or the error it ended with.
 func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Pointer, attrs store.Attrs, opts CommitOptions, lostTo *ConflictError) (sendPlan, *pointer.Pointer, error) {
+	grouping := !tx.rebase.NoGroup && !rs.all && tx.refSeq == 0
 	for {
-		if n := tx.Rebased(); n > 0 && !rs.inRound {
+		if n := tx.Rebased(); n > 0 && !grouping {
 			// Writers that keep losing to each other spread out, as
 			// Update's retries do: all rebasing on one head at once,
-			// only one of them can win. (The writers of a round wait
-			// for the first one instead: no wait follows a round.) The
-			// head read before the wait is likely gone after it: read it
-			// again.
+			// only one of them can win. (In a group commit, the writers
+			// of a round wait for the first one instead.) The head read
+			// before the wait is likely gone after it: read it again.
 			if ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1)) == nil {
 				if p, a, err := pointer.Read(ctx, tx.d.s); err == nil {
 					got, attrs = p, a
@@ -363,7 +363,7 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 			return sendPlan{}, nil, tx.abort(ctx, err)
 		}
 		g := group.Group{Entries: own}
-		if rs.inRound = tx.groupable(rs, h); rs.inRound {
+		if tx.groupable(rs, h) {
 			if err := tx.guard(ctx, got, opts.Fence, opts.FenceLease); err != nil {
 				return sendPlan{}, nil, tx.abort(ctx, err)
 			}

@@ -148,9 +148,6 @@ type rebaseState struct {
 	read map[string]bool
 	all  bool
 	base map[string]generation.Entry // the base's entries, by path
-	// inRound is set while the last head rebased on was one this Tx
-	// took part in a group-commit round on.
-	inRound bool
 }
 
 // prepareRebase computes what the Tx read, against its base, once the

@@ -50,9 +50,8 @@ func (s *inTheWait) Get(ctx context.Context, key string) (io.ReadCloser, store.A
 }
 
 // backoffRig is a seeded dataset on s and a Tx of "mine/" that rebases
-// alone (NoGroup, unless newBackoffRigWith says otherwise) and loses its
-// first two compare-and-swaps to commits of before1/ and before2/; w's
-// hook runs in its backoff after the second.
+// alone (NoGroup) and loses its first two compare-and-swaps to commits of
+// before1/ and before2/; w's hook runs in its backoff after the second.
 type backoffRig struct {
 	s      *mem.Store
 	direct *commit.Dataset
@@ -63,11 +62,6 @@ type backoffRig struct {
 
 func newBackoffRig(t *testing.T, n int32, hook func(r *backoffRig) error) *backoffRig {
 	t.Helper()
-	return newBackoffRigWith(t, n, commit.Rebase{NoGroup: true}, hook)
-}
-
-func newBackoffRigWith(t *testing.T, n int32, rebase commit.Rebase, hook func(r *backoffRig) error) *backoffRig {
-	t.Helper()
 	r := &backoffRig{s: mem.New()}
 	r.direct = commit.New(r.s)
 	_, err := publish(t, r.direct, map[string]string{"seed": "0", "mine/f": "base"}, commit.CommitOptions{})
@@ -77,7 +71,7 @@ func newBackoffRigWith(t *testing.T, n int32, rebase commit.Rebase, hook func(r 
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 2, Then: func() {
 		r.lostTo = append(r.lostTo, r.land(t, fmt.Sprintf("before%d/", len(r.lostTo)+1), "f"))
 	}})
-	r.tx = partitionWith(t, commit.New(fs), "mine/", map[string]string{"f": "mine"}, rebase)
+	r.tx = partitionWith(t, commit.New(fs), "mine/", map[string]string{"f": "mine"}, commit.Rebase{NoGroup: true})
 	return r
 }
 
@@ -221,18 +215,4 @@ func TestRebaseAfterBackoffRefusesAHorizonRaisedDuringTheWait(t *testing.T) {
 	assert.Equal(t, r.lostTo[1].Generation, readPointer(t, r.s).Generation)
 	assert.Equal(t, "base", contents(t, r.direct)["mine/f"])
 	assert.Empty(t, keysUnder(t, r.s, generation.Prefix(r.tx.Generation())), "the staged objects are deleted")
-}
-
-// TestGroupCapableWriterBacksOffOnClosedValues: a writer that may take
-// part in group-commit rounds, losing on values closed to them (their
-// commits met no other writer), spreads out as one that rebases alone
-// does: it waits, and reads the pointer again after the wait.
-func TestGroupCapableWriterBacksOffOnClosedValues(t *testing.T) {
-	r := newBackoffRigWith(t, 2, commit.Rebase{}, func(*backoffRig) error { return nil })
-	p, err := r.tx.Commit(context.Background(), commit.CommitOptions{})
-	require.NoError(t, err)
-	assert.True(t, r.w.fired.Load(), "the pointer was read again after the wait")
-	assert.Equal(t, 2, r.tx.Rebased())
-	assert.Empty(t, r.tx.CarriedBy())
-	assert.Equal(t, r.lostTo[1].Seq+1, p.Seq)
 }
