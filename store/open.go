@@ -133,7 +133,7 @@ func notRemote(p string) error {
 	if slices.Contains(cloudSchemes, strings.ToLower(name)) {
 		return fmt.Errorf("store: %q is not a URL: write %s://%s (a local path with a colon is written ./%s)", p, strings.ToLower(name), path, p)
 	}
-	return fmt.Errorf("store: %q looks like an rclone remote, which publish does not read: write a URL such as s3://bucket/prefix (a local path with a colon is written ./%s)", p, p)
+	return fmt.Errorf("store: %q looks like a remote NAME:PATH, not a URL: write a URL such as s3://bucket/prefix (a local path with a colon is written ./%s)", p, p)
 }
 
 // CleanPrefix turns a URL path into a key prefix: no leading slash, and a

@@ -159,7 +159,7 @@ func TestParseURLRefusesRemotes(t *testing.T) {
 		"gs:bucket":        "write gs://bucket",
 		"az:container/x":   "write az://container/x",
 		"minio:bucket":     "write minio://bucket",
-		"myremote:data/x":  "looks like an rclone remote",
+		"myremote:data/x":  "looks like a remote NAME:PATH",
 		"my-remote:":       "written ./my-remote:",
 		"backup:/var/data": "write a URL such as s3://bucket/prefix",
 	} {

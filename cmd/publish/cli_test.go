@@ -82,6 +82,7 @@ func readTree(t *testing.T, dir string) map[string]string {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no config file, whatever the user has
 	src := writeTree(t, map[string]string{"a": "1"})
 	gen := "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	tests := []struct {
@@ -95,7 +96,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"ls", "--nope", "mem://x"}, exitUsage, "unknown flag: --nope"},
 		{"unknown scheme", []string{"ls", "ftp://host/x"}, exitUsage, `unknown URL scheme "ftp"`},
 		{"rclone-style s3 destination", []string{"put", src, "s3:bucket/daily"}, exitUsage, "write s3://bucket/daily"},
-		{"rclone remote", []string{"ls", "backup:datasets"}, exitUsage, "looks like an rclone remote"},
+		{"remote without a config file", []string{"ls", "backup:datasets"}, exitUsage, "looks like a remote NAME:PATH"},
+		{"missing config file", []string{"--config", "/nonexistent/publish-config", "ls", "backup:datasets"}, exitUsage, "config file: open /nonexistent/publish-config"},
 		{"zero timeout flag", []string{"--timeout", "0s", "ls", "s3://bucket/x"}, exitUsage, "--timeout 0s: want a positive duration"},
 		{"bad timeout in a URL", []string{"ls", "s3://bucket/x?timeout=soon"}, exitUsage, `timeout="soon" is not a positive duration`},
 		{"s3 URL with credentials", []string{"ls", "s3://AKIDEXAMPLE:hunter2@bucket/x"}, exitUsage, "user information"},

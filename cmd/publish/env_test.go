@@ -23,7 +23,7 @@ func TestGlobalFlagsFromEnv(t *testing.T) {
 	root.PersistentFlags().VisitAll(func(f *pflag.Flag) { names = append(names, envName(f.Name)) })
 	assert.ElementsMatch(t, []string{"PUBLISH_ENDPOINT", "PUBLISH_REGION", "PUBLISH_PROFILE", "PUBLISH_PATH_STYLE",
 		"PUBLISH_CONNECT_TIMEOUT", "PUBLISH_TIMEOUT", "PUBLISH_IDLE_TIMEOUT", "PUBLISH_JSON", "PUBLISH_VERBOSE",
-		"PUBLISH_QUIET", "PUBLISH_PROGRESS"}, names, "the variables the help and README name")
+		"PUBLISH_QUIET", "PUBLISH_PROGRESS", "PUBLISH_CONFIG"}, names, "the variables the help and README name")
 
 	u := "file://" + filepath.Join(t.TempDir(), "store")
 	src := writeTree(t, map[string]string{"a": "1"})

@@ -41,6 +41,7 @@ type globalOptions struct {
 	Verbose   int
 	Quiet     bool
 	Progress  bool
+	Config    string
 
 	// mu serializes the -v lines of parallel transfers.
 	mu sync.Mutex
@@ -65,6 +66,7 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&g.JSON, "json", false, "write machine-readable JSON to stdout instead of tables")
 	f.CountVarP(&g.Verbose, "verbose", "v", "say more on stderr: -v lists each file with its action (uploaded, reused, downloaded, deleted) and logs steps; -vv also logs each request's details and S3 request ids")
 	f.BoolVarP(&g.Quiet, "quiet", "q", false, "print only errors (and what --json or a reading command such as cat or ls is asked for)")
+	f.StringVar(&g.Config, "config", "", "the config file whose remotes an argument NAME:PATH names (default: publish/config under $XDG_CONFIG_HOME or ~/.config)")
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 

@@ -27,9 +27,20 @@ S3-compatible server; see --endpoint and --path-style), minio://bucket/prefix
 (the same through minio-go), gs://bucket/prefix (Google Cloud Storage;
 --endpoint names an emulator), az://container/prefix (Azure Blob Storage;
 --endpoint names the blob service URL) and mem://name (in-process, for
-tests). rclone-style strings such as s3:bucket or remote:path are refused
-rather than taken for local directories; a local path with a colon is
-written ./s3:bucket. Credentials come from the standard AWS chain
+tests). NAME:PATH names PATH under a remote of the config file (--config;
+publish/config under $XDG_CONFIG_HOME or ~/.config), one INI section per
+remote, as rclone's: a url and, by flag name, endpoint, region, profile,
+path-style and the timeouts, which a flag given on the command line or in
+the environment overrides:
+
+  [prod]
+  url = s3://bucket/datasets
+  region = eu-west-1
+
+makes prod:daily s3://bucket/datasets/daily. Arguments after -- are never
+resolved. Other strings such as s3:bucket are refused rather than taken
+for local directories; a local path with a colon is written ./s3:bucket.
+Credentials come from the standard AWS chain
 (environment, shared config, instance roles), for gs:// from Application
 Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, the
 metadata server), for az:// from AZURE_STORAGE_CONNECTION_STRING or
@@ -50,7 +61,10 @@ probe'), and refuses to run on a store that ignores them.` + exitStatus(exitOK, 
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			err := g.fromEnv()
 			g.initLogger(cmd.ErrOrStderr())
-			return err
+			if err != nil {
+				return err
+			}
+			return g.resolveRemotes(cmd, args)
 		},
 	}
 	root.Version = versionLine()
