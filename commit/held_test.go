@@ -97,6 +97,7 @@ func TestRebaseRefusesHeadWhoseManifestWasReplaced(t *testing.T) {
 	var lost *commit.ConflictError
 	require.ErrorAs(t, err, &lost)
 	assert.Contains(t, err.Error(), "does not match the sha256")
+	assert.ErrorIs(t, err, generation.ErrCorrupt, "the head's manifest is corrupt")
 	assert.False(t, errors.Is(err, commit.ErrCommitUnknown), "%v", err)
 	assert.Equal(t, head, readPointer(t, s), "nothing built on it")
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))

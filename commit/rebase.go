@@ -258,7 +258,7 @@ func (tx *Tx) rebaseHead(ctx context.Context, rs *rebaseState, got *pointer.Poin
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %v", lostTo, got.Generation, err)
+		return nil, nil, fmt.Errorf("%w; rebase: read the manifest of the new head, generation %s: %w", lostTo, got.Generation, err)
 	}
 	if hm.Seq != got.Seq {
 		return nil, nil, fmt.Errorf("%w; rebase: %w: generation %s has seq %d, the pointer says %d", lostTo, generation.ErrCorrupt, got.Generation, hm.Seq, got.Seq)
