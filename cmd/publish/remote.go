@@ -179,8 +179,12 @@ func (r *remotes) resolve(arg string) string {
 
 // resolveRemotes rewrites, in place, each argument of cmd before "--"
 // that names a remote of the config file into its URL. The config file
-// is read only when an argument could name a remote.
+// is read only when an argument could name a remote. Shell completion
+// sees the arguments as typed.
 func (g *globalOptions) resolveRemotes(cmd *cobra.Command, args []string) error {
+	if cmd.Name() == cobra.ShellCompRequestCmd {
+		return nil
+	}
 	n := len(args)
 	if d := cmd.ArgsLenAtDash(); d >= 0 {
 		n = d

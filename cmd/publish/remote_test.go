@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -116,4 +117,16 @@ func TestRemoteNotResolvedAfterDash(t *testing.T) {
 	require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out, errs)
 	_, err := os.Stat(filepath.Join(dir, "ds"))
 	assert.NoError(t, err, "the lease was taken in the remote's directory")
+}
+
+// TestRemoteNotResolvedForCompletion: shell completion gets the argument
+// being completed as typed, and a config file it cannot read does not
+// break it.
+func TestRemoteNotResolvedForCompletion(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", home)
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "publish"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "publish", "config"), []byte("[prod\n"), 0o600))
+	code, out, errs := cli(t, "", cobra.ShellCompRequestCmd, "ls", "prod:")
+	require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out, errs)
 }
