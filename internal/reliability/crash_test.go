@@ -539,7 +539,11 @@ func TestCrashPutInto(t *testing.T) {
 
 func testCrashPutInto(t *testing.T, tg crashTarget, stop bool) {
 	ctx := context.Background()
-	url, s := tg.dataset(t, "into")
+	name := "into-kill"
+	if stop {
+		name = "into-stop"
+	}
+	url, s := tg.dataset(t, name) // on s3 the targets share a bucket
 	const parts = 4
 	srcs := make([]string, parts)
 	for k := range parts {
