@@ -10,8 +10,9 @@
 // with every store driver registered. The work is done by the packages
 // below it:
 //
-//	commit       datasets, transactions, snapshots, Update, UpdateObject
+//	commit       datasets, transactions, snapshots, Update
 //	lease        leases and leader election with fencing tokens
+//	object       read-modify-write of one shared object (Update)
 //	gc           the lease-guarded collector of old and orphaned generations
 //	store        the object-store interface, URL opening, Probe
 //	store/fs, store/mem, store/s3, store/minio, store/gcs, store/azblob   the drivers

@@ -21,6 +21,7 @@ var layers = map[string]int{
 	"commit/internal/group":      7,
 	"pointer":                    6,
 	"lease":                      6,
+	"object":                     6,
 	"generation":                 5,
 	"store/mem":                  4,
 	"store/fs":                   4,

@@ -318,7 +318,7 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 				cur, etag = got, attrs.ETag
 			}
 			if errors.Is(werr, store.ErrConflict) {
-				ctxtime.Sleep(ctx, tx.d.retry.backoff(attempt))
+				ctxtime.Sleep(ctx, tx.d.retry.Backoff(attempt))
 			}
 		}
 	}
@@ -352,7 +352,7 @@ func (tx *Tx) rebaseRounds(ctx context.Context, rs *rebaseState, got *pointer.Po
 			// only one of them can win. (In a group commit, the writers
 			// of a round wait for the first one instead.) The head read
 			// before the wait is likely gone after it: read it again.
-			if ctxtime.Sleep(ctx, tx.d.retry.backoff(n-1)) == nil {
+			if ctxtime.Sleep(ctx, tx.d.retry.Backoff(n-1)) == nil {
 				if p, a, err := pointer.Read(ctx, tx.d.s); err == nil {
 					got, attrs = p, a
 				}
@@ -618,7 +618,7 @@ func (tx *Tx) putManifest(ctx context.Context, key string, stored []byte) error 
 	var err error
 	for attempt := range 4 {
 		if attempt > 0 {
-			if serr := ctxtime.Sleep(ctx, tx.d.retry.backoff(attempt-1)); serr != nil {
+			if serr := ctxtime.Sleep(ctx, tx.d.retry.Backoff(attempt-1)); serr != nil {
 				return errors.Join(err, serr)
 			}
 		}
@@ -652,23 +652,11 @@ func (tx *Tx) putManifest(ctx context.Context, key string, stored []byte) error 
 	return err
 }
 
-// retryRead runs a read up to four times while it fails in a way a retry
-// may cure: not a missing object, not corrupt content, and not a done
-// context. Settling an uncertain outcome on one failed read would turn it
-// into an unknown one for nothing.
+// retryRead is Retry.ReadBack, which also stops at the errors of a
+// dataset's reads that a retry cannot cure: a collected object and corrupt
+// content.
 func retryRead(ctx context.Context, r Retry, read func() error) error {
-	var err error
-	for attempt := range 4 {
-		if attempt > 0 {
-			if serr := ctxtime.Sleep(ctx, r.backoff(attempt-1)); serr != nil {
-				return err
-			}
-		}
-		err = read()
-		if err == nil || errors.Is(err, store.ErrNotExist) || errors.Is(err, ErrCollected) ||
-			errors.Is(err, generation.ErrCorrupt) || errors.Is(err, pointer.ErrCorrupt) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
+	return r.ReadBack(ctx, read, func(err error) bool {
+		return errors.Is(err, ErrCollected) || errors.Is(err, generation.ErrCorrupt) || errors.Is(err, pointer.ErrCorrupt)
+	})
 }

@@ -5,8 +5,8 @@
 // generation's manifest, and commits with one compare-and-swap on the
 // dataset's pointer. Readers resolve through the pointer, so each reader sees
 // exactly one generation. The same mechanism gives read-modify-write of a
-// whole dataset (Dataset.Update) and of a single shared object
-// (UpdateObject).
+// whole dataset (Dataset.Update). Read-modify-write of a single shared
+// object needs no dataset: it is package object's (object.Update).
 //
 // # Guarantees
 //

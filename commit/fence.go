@@ -157,7 +157,7 @@ func (d *Dataset) rewritePointer(ctx context.Context, what string, change func(*
 		// Lost the race, or the write may have landed: the next round reads
 		// the pointer back, and change finds nothing left to do if it did.
 		if errors.Is(werr, store.ErrConflict) {
-			if err := ctxtime.Sleep(ctx, d.retry.backoff(attempt)); err != nil {
+			if err := ctxtime.Sleep(ctx, d.retry.Backoff(attempt)); err != nil {
 				return fmt.Errorf("commit: %s: %w", what, werr)
 			}
 		}

@@ -501,7 +501,7 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 			return nil, nil
 		}
 		if errors.Is(werr, store.ErrConflict) {
-			ctxtime.Sleep(rctx, tx.d.retry.backoff(attempt))
+			ctxtime.Sleep(rctx, tx.d.retry.Backoff(attempt))
 		}
 	}
 	return nil, fmt.Errorf("could not withdraw the intent: %w", werr)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -107,7 +108,7 @@ func assertNoObjectHolds(t *testing.T, s store.Store, bodies ...string) {
 	ctx := context.Background()
 	for o, err := range store.List(ctx, s, "", "", "") {
 		require.NoError(t, err)
-		b := readString(t, s, o.Key)
+		b := teststores.ReadString(t, s, o.Key)
 		for _, body := range bodies {
 			assert.NotContains(t, b, body, "object %s", o.Key)
 		}

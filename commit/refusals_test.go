@@ -1,7 +1,7 @@
 package commit_test
 
-// Refusals: each test checks that one guard refuses what it must (an
-// unknown outcome on a failed read-back, a rollback below the floor, a
+// Refusals: each test checks that one guard refuses what it must (a
+// rollback below the floor, a
 // manifest that cannot be written or is not ours, broken seq links, a size
 // that does not match what was staged).
 
@@ -24,28 +24,6 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
-
-// TestUpdateObjectUnknownWhenReadBackFails: the write lands but its
-// response is lost, and every read-back fails. On its last attempt the call
-// cannot tell whether the write landed, so it must return ErrCommitUnknown,
-// not give up as though the write had lost.
-func TestUpdateObjectUnknownWhenReadBackFails(t *testing.T) {
-	ctx := context.Background()
-	m := mem.New()
-	fs := faultstore.New(m)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.After, Times: 1})
-	fs.Add(faultstore.Rule{Op: store.OpHead, Key: "counter", Mode: faultstore.Before})
-	calls := 0
-	_, err := commit.UpdateObject(ctx, fs, "counter", commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond},
-		func(old []byte, exists bool) ([]byte, error) {
-			calls++
-			return []byte("1"), nil
-		})
-	require.ErrorIs(t, err, commit.ErrCommitUnknown)
-	assert.Equal(t, 1, calls)
-	_, err = m.Head(ctx, "counter")
-	require.NoError(t, err, "the write did land")
-}
 
 // TestRollbackJustBelowFloor: a rollback to the generation right below the
 // collector's floor is refused; only the floor and above may be referenced.

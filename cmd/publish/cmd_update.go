@@ -18,6 +18,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -175,9 +176,9 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	retry := commit.Retry{Attempts: opts.Attempts, Base: 10 * time.Millisecond, Max: time.Second}
+	retry := object.Retry{Attempts: opts.Attempts, Base: 10 * time.Millisecond, Max: time.Second}
 	runs, probed, filterFailed := 0, false, false
-	attrs, err := commit.UpdateObject(ctx, s, opts.Key, retry, func(old []byte, exists bool) ([]byte, error) {
+	attrs, err := object.Update(ctx, s, opts.Key, retry, func(old []byte, exists bool) ([]byte, error) {
 		runs++
 		if !exists && !probed {
 			// The first write of this object: prove the store enforces
@@ -197,7 +198,7 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 	})
 	if err != nil {
 		switch {
-		case errors.Is(err, commit.ErrCommitUnknown):
+		case errors.Is(err, object.ErrUnknown):
 			// A write of ours may still land: claim nothing.
 		case filterFailed && ctx.Err() == nil:
 			// Every write sent before was proven not to land.
@@ -220,13 +221,13 @@ func runFilter(ctx context.Context, command []string, old []byte, exists bool, s
 	c := exec.CommandContext(ctx, command[0], command[1:]...)
 	c.Stdin = bytes.NewReader(old)
 	var out limitedBuffer
-	out.limit = commit.MaxObjectSize
+	out.limit = object.MaxSize
 	c.Stdout = &out
 	c.Stderr = stderr
 	c.Env = append(os.Environ(), "COMMITPTR_EXISTS="+map[bool]string{true: "1", false: "0"}[exists])
 	if err := c.Run(); err != nil {
 		if out.over {
-			return nil, fmt.Errorf("%s wrote more than %d bytes", command[0], commit.MaxObjectSize)
+			return nil, fmt.Errorf("%s wrote more than %d bytes", command[0], object.MaxSize)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

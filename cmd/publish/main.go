@@ -22,6 +22,7 @@ import (
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/mount"
+	"github.com/commitptr/commitptr/object"
 )
 
 // Exit statuses. They are documented in every command's help and in
@@ -77,7 +78,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // internalPrefix matches the package prefixes that errors of the library
 // carry, where a message begins or after a colon.
-var internalPrefix = regexp.MustCompile(`(^|: )(commit|store|pointer|generation|lease|gc|job|serve|mount|fs|s3|minio|gcs|azblob|mem): `)
+var internalPrefix = regexp.MustCompile(`(^|: )(commit|object|store|pointer|generation|lease|gc|job|serve|mount|fs|s3|minio|gcs|azblob|mem): `)
 
 // requestIDs matches the S3 request and host ids that the AWS SDK puts in
 // its error messages.
@@ -99,7 +100,7 @@ func tidyMessage(msg string, verbose int) string {
 }
 
 // exitCode maps an error to the documented exit status. The more specific
-// outcome wins: an unknown commit outcome (5) over everything, since it
+// outcome wins: an unknown commit or update outcome (5) over everything, since it
 // tells the caller to look before retrying; then lost races (3) and
 // fencing (6); then interruption (130), which also ends a wait for a held
 // lease (4).
@@ -112,7 +113,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, commit.ErrCommitUnknown):
+	case errors.Is(err, commit.ErrCommitUnknown), errors.Is(err, object.ErrUnknown):
 		return exitUnknown
 	case errors.Is(err, commit.ErrConflict), errors.Is(err, job.ErrTaskLost):
 		return exitLost

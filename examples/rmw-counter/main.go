@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr"
-	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/object"
 )
 
 func main() {
@@ -39,10 +39,10 @@ func main() {
 		log.Fatal(err)
 	}
 	// Contended writers need more attempts than the default.
-	retry := commit.Retry{Attempts: 100, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}
+	retry := object.Retry{Attempts: 100, Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	var last int
 	for range *n {
-		_, err := commit.UpdateObject(ctx, d.Store(), flag.Arg(1), retry, func(old []byte, exists bool) ([]byte, error) {
+		_, err := object.Update(ctx, d.Store(), flag.Arg(1), retry, func(old []byte, exists bool) ([]byte, error) {
 			v := 0
 			if exists {
 				var err error

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -28,20 +28,20 @@ func (s *failFirstHeads) Head(ctx context.Context, key string) (store.Attrs, err
 	return s.Store.Head(ctx, key)
 }
 
-// TestUpdateObjectSpurious412 is the shape the soak found: the response to
+// TestObjectUpdateSpurious412 is the shape the soak found: the response to
 // an applied write is lost, the SDK's retry gets 412 against that very
-// write, and the read-back fails. UpdateObject takes the 412 for a clean
+// write, and the read-back fails. object.Update takes the 412 for a clean
 // loss and runs fn again, so one call increments the counter twice. A 412
 // that may be our own write is only a loss once the read-back shows a
 // version that replaced our base and is not ours.
-func TestUpdateObjectSpurious412(t *testing.T) {
+func TestObjectUpdateSpurious412(t *testing.T) {
 	ctx := context.Background()
 	m := mem.New()
 	fs := faultstore.New(m)
 	fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.AfterRetry, Times: 1})
 	s := &failFirstHeads{Store: fs}
 	s.n.Store(1)
-	_, err := commit.UpdateObject(ctx, s, "counter", commit.Retry{Attempts: 5}, func(old []byte, exists bool) ([]byte, error) {
+	_, err := object.Update(ctx, s, "counter", object.Retry{Attempts: 5}, func(old []byte, exists bool) ([]byte, error) {
 		n, _ := strconv.Atoi(string(old))
 		return []byte(strconv.Itoa(n + 1)), nil
 	})
@@ -53,8 +53,8 @@ func TestUpdateObjectSpurious412(t *testing.T) {
 	got := string(b[:k])
 	switch {
 	case err == nil && got != "1":
-		t.Errorf("UpdateObject succeeded once but the counter is %s", got)
-	case err != nil && !errors.Is(err, commit.ErrCommitUnknown):
-		t.Errorf("UpdateObject failed with %v (not ErrCommitUnknown), but its write landed: the counter is %s", err, got)
+		t.Errorf("Update succeeded once but the counter is %s", got)
+	case err != nil && !errors.Is(err, object.ErrUnknown):
+		t.Errorf("Update failed with %v (not ErrUnknown), but its write landed: the counter is %s", err, got)
 	}
 }

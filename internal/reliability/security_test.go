@@ -23,6 +23,7 @@ import (
 	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/internal/teststores"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -78,8 +79,8 @@ func TestBodySizeCaps(t *testing.T) {
 			_, err := lease.Status(ctx, s, "gc")
 			return err
 		}},
-		{"shared object", "counter", commit.MaxObjectSize, false, func(s store.Store) error {
-			_, err := commit.UpdateObject(ctx, s, "counter", commit.Retry{Attempts: 1}, func(old []byte, _ bool) ([]byte, error) { return old, nil })
+		{"shared object", "counter", object.MaxSize, false, func(s store.Store) error {
+			_, err := object.Update(ctx, s, "counter", object.Retry{Attempts: 1}, func(old []byte, _ bool) ([]byte, error) { return old, nil })
 			return err
 		}},
 		{"manifest", generation.ManifestKey(fuzzGenID), generation.MaxStored, true, func(s store.Store) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/lease"
+	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -42,7 +43,7 @@ const (
 var soakGC = gc.Options{Keep: 2, Grace: 2 * time.Second, OrphanAge: 4 * time.Second, LeaseTTL: 5 * time.Second}
 
 // soakRetry is the counters' retry policy.
-var soakRetry = commit.Retry{Attempts: 20, Base: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+var soakRetry = object.Retry{Attempts: 20, Base: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 
 const pinTTL = 30 * time.Second
 
@@ -379,12 +380,12 @@ func (s *soak) awaitCollections(n int64) {
 	}
 }
 
-// counter increments a shared counter object with UpdateObject.
+// counter increments a shared counter object with object.Update.
 func (s *soak) counter(key string, rnd *rand.Rand) {
 	for s.running() {
 		pause(rnd, time.Millisecond, 20*time.Millisecond)
 		ctx, cancel := opCtx()
-		_, err := commit.UpdateObject(ctx, s.tg.faulty, key, soakRetry, func(old []byte, exists bool) ([]byte, error) {
+		_, err := object.Update(ctx, s.tg.faulty, key, soakRetry, func(old []byte, exists bool) ([]byte, error) {
 			n := int64(0)
 			if exists {
 				var err error
@@ -401,7 +402,7 @@ func (s *soak) counter(key string, rnd *rand.Rand) {
 		case err == nil:
 			c[0]++
 			s.stats.incOK.Add(1)
-		case errors.Is(err, commit.ErrCommitUnknown):
+		case errors.Is(err, object.ErrUnknown):
 			c[1]++
 			s.stats.incUnknown.Add(1)
 		default:

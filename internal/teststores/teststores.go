@@ -125,6 +125,22 @@ func gcsStore(t testing.TB) store.Store {
 	return s
 }
 
+// ReadString returns the content of key, and fails the test when it cannot
+// be read.
+func ReadString(t testing.TB, s store.Store, key string) string {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("read %q: %v", key, err)
+	}
+	return string(b)
+}
+
 // StalledPut starts a Put of key whose body delivers partial and then
 // stalls, as a writer does that hangs or is killed mid-upload. It returns
 // once the store has read partial; finish ends the body and returns the
