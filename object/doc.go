@@ -7,14 +7,16 @@
 //
 // # The rule
 //
-// A write is retried only after a version of the object read back proves
-// the earlier write dead (the version replaced the one it was conditioned
-// on, through writes that are all someone else's) or landed (the version
-// carries its write id). A write that is proven neither stays open, and
-// while one is open Update returns ErrUnknown, whatever else ends it: the
-// write may still land. A status code alone, a 412 included, proves
-// nothing: an SDK's own retry of a write whose response was lost meets
-// that write and gets 412.
+// A failed write is settled by reading the object back, never by its
+// status code (a 412 included: an SDK's own retry of a write whose
+// response was lost meets that write and gets 412). A version that carries
+// the write's id proves it landed; one that replaced the version the write
+// was conditioned on, through writes that are all someone else's, proves it
+// dead. Only a write proven dead counts as lost. A write proven neither
+// stays open: Update may try again on the same version, where at most one
+// of the two writes can land, but while a write is open every other way
+// out (the context ends, fn fails, the attempts run out, the read-back
+// fails) returns ErrUnknown: the write may still land.
 //
 // Each write carries, in its metadata, the write ids of the last 40
 // versions of the object (its lineage, newest first) and the id of the
@@ -25,9 +27,9 @@
 // # Errors
 //
 // Errors are matched with errors.Is: ErrUnknown (a write of this call may
-// have landed, or may still land); store.ErrPrecondition and
-// store.ErrConflict when the attempts run out on lost races, each proven
-// lost; the error of fn, of the context, or of a read, when no write is
-// open. docs/PROTOCOL.md ("Read-modify-write of one object") has the whole
-// protocol (U1 to U3).
+// have landed, or may still land); when the attempts run out with every
+// write proven lost, the last write's error (store.ErrPrecondition or
+// store.ErrConflict after a lost race); and, while no write is open, the
+// error of fn, of the context, or of a read. docs/PROTOCOL.md
+// ("Read-modify-write of one object") has the whole protocol (U1 to U3).
 package object
