@@ -97,7 +97,7 @@ func (s *Snapshot) Tag(ctx context.Context, name string, force bool) (*Tag, erro
 		got, attrs, rerr := s.d.readTag(context.WithoutCancel(ctx), name)
 		switch {
 		case rerr == nil && got.WriteID == t.WriteID:
-			w, err = attrs, nil
+			w = attrs
 		case errors.Is(err, store.ErrPrecondition) && rerr == nil && !force:
 			return nil, fmt.Errorf("%w: %q names seq %d (generation %s); move it with force", ErrTagExists, name, got.Seq, got.Generation)
 		case errors.Is(err, store.ErrPrecondition) && !force:

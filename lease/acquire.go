@@ -145,7 +145,7 @@ func (a *acquirer) attempt(ctx context.Context, readFirst bool) (*Lease, error) 
 			if err != nil {
 				return nil, fmt.Errorf("lease %q: acquire: %w", a.name, err)
 			}
-			obs, have = o, true
+			obs = o // every path from here returns or sets have
 		}
 		if !obs.expired() {
 			return nil, obs.held(a.name, race)
