@@ -501,7 +501,9 @@ func (tx *Tx) settle(ctx context.Context) (*pointer.Pointer, error) {
 			return nil, nil
 		}
 		if errors.Is(werr, store.ErrConflict) {
-			ctxtime.Sleep(rctx, tx.d.retry.Backoff(attempt))
+			if err := ctxtime.Sleep(rctx, tx.d.retry.Backoff(attempt)); err != nil {
+				return nil, fmt.Errorf("could not withdraw the intent: %w (last withdrawal: %v)", err, werr)
+			}
 		}
 	}
 	return nil, fmt.Errorf("could not withdraw the intent: %w", werr)

@@ -62,16 +62,23 @@ func grant(s store.Store, name, key string, o Options, token uint64, wid, etag s
 		serverTime: serverTime,
 	}
 	if err := store.CheckServerTime(serverTime, store.OpPut, key, ageJudged); err != nil {
-		l.Release(context.Background())
-		return nil, fmt.Errorf("lease %q: %w", name, err)
+		return nil, giveBack(l, fmt.Errorf("lease %q: %w", name, err))
 	}
 	if !o.Clock.Now().Before(l.deadline) {
 		// We hold it in the store, but too late to act on it. Give it back.
-		l.Release(context.Background())
-		return nil, fmt.Errorf("%w: lease %q: acquiring took longer than TTL − margin (%v)", ErrLost, name, o.TTL-o.Margin)
+		return nil, giveBack(l, fmt.Errorf("%w: lease %q: acquiring took longer than TTL − margin (%v)", ErrLost, name, o.TTL-o.Margin))
 	}
 	go l.watch()
 	return l, nil
+}
+
+// giveBack releases l, which could not be granted for err, and returns err,
+// saying so if the release failed: the lease then expires after its TTL.
+func giveBack(l *Lease, err error) error {
+	if rerr := l.Release(context.Background()); rerr != nil {
+		return fmt.Errorf("%w; and could not release it, so it expires after its TTL: %v", err, rerr)
+	}
+	return err
 }
 
 // Name returns the lease's name.

@@ -174,9 +174,9 @@ func Mount(ctx context.Context, d *commit.Dataset, dir string, opts Options) (*F
 	}
 	srv, err := fs.Mount(dir, &rootNode{m: m}, fo)
 	if err != nil {
-		m.releasePins(context.WithoutCancel(ctx))
+		rerr := m.releasePins(context.WithoutCancel(ctx))
 		stop()
-		return nil, mountError(dir, err)
+		return nil, errors.Join(mountError(dir, err), rerr)
 	}
 	m.srv = srv
 	go m.loop()
