@@ -149,7 +149,7 @@ func readHint(ctx context.Context, s store.Store, name string) uint64 {
 // that goes back only costs a longer listing later).
 func writeHint(ctx context.Context, s store.Store, name string, epoch uint64) {
 	b, _ := json.Marshal(hint{Epoch: epoch})
-	s.Put(ctx, hintKey(name), bytes.NewReader(b), store.PutOptions{Size: int64(len(b)), ContentType: "application/json"})
+	_, _ = s.Put(ctx, hintKey(name), bytes.NewReader(b), store.PutOptions{Size: int64(len(b)), ContentType: "application/json"})
 }
 
 // attemptEpoch tries once to acquire the epoch lock. from is the epoch to
@@ -217,7 +217,7 @@ func (a *acquirer) attemptEpoch(ctx context.Context, from uint64) (*Epoch, uint6
 				return nil, from, fmt.Errorf("epoch lock %q: created epoch %d but could not check for a newer one: %w", a.name, next, err)
 			}
 			if newer > 0 {
-				l.Release(ctx) // best effort: an epoch below a newer one is never judged
+				_ = l.Release(ctx) // best effort: an epoch below a newer one is never judged
 				race = true
 				from = newer
 				continue
