@@ -318,7 +318,9 @@ func (tx *Tx) send(ctx context.Context, opts CommitOptions, entries []generation
 				cur, etag = got, attrs.ETag
 			}
 			if errors.Is(werr, store.ErrConflict) {
-				ctxtime.Sleep(ctx, tx.d.retry.Backoff(attempt))
+				// A done ctx fails the next pointer write, whose outcome
+				// is read back and settled as any failed write's.
+				_ = ctxtime.Sleep(ctx, tx.d.retry.Backoff(attempt))
 			}
 		}
 	}

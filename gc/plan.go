@@ -475,7 +475,7 @@ func (r *runner) prefetch(ctx context.Context) error {
 	g.SetLimit(prefetchParallel)
 	for _, gen := range gens {
 		if err := r.refresh(ctx, "reading manifests"); err != nil {
-			g.Wait()
+			_ = g.Wait() // the reads' errors matter no more: the refresh's is returned
 			return err
 		}
 		g.Go(func() error {

@@ -90,7 +90,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, nil
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for reuse only: the fault is the answer
 		resp.Body.Close()
 		f.hold()
 		return nil, &Error{Kind: f.kind, Op: op}

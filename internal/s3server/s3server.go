@@ -333,7 +333,7 @@ func StartGofakes3() (*Server, error) {
 	s.backend = s3mem.New()
 	faker := gofakes3.New(s.backend, gofakes3.WithLogger(gofakes3.DiscardLog()), gofakes3.WithHostBucket(false))
 	s.http = &http.Server{Handler: faker.Server(), ReadHeaderTimeout: time.Minute}
-	go s.http.Serve(l)
+	go func() { _ = s.http.Serve(l) }() // returns ErrServerClosed once Stop closes it
 	return s, nil
 }
 
@@ -343,8 +343,9 @@ func (s *Server) Stop() {
 		s.http.Close()
 	}
 	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
+		// Kill fails only if the process is gone already; Wait reports the kill.
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
 	}
 	if s.root != "" {
 		os.RemoveAll(s.root)

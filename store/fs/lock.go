@@ -232,7 +232,7 @@ func flockCtx(ctx context.Context, f *os.File, leave func()) error {
 		return nil
 	case <-ctx.Done():
 		go func() {
-			<-done
+			<-done //nolint:errcheck // closing f releases the lock if flock took it
 			f.Close()
 			leave()
 		}()
