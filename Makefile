@@ -1,5 +1,6 @@
 # `make test` runs everything CI runs. `make check` is the quick loop
-# (formatting, vet, staticcheck and the tests that need no test server).
+# (formatting, vet, staticcheck, golangci-lint and the tests that need no
+# test server).
 # `make run` publishes a sample batch output to a local store (file://, no
 # S3 needed).
 .PHONY: test check run build

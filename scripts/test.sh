@@ -2,8 +2,9 @@
 # The whole test suite, on a fresh machine: builds the pinned test servers
 # (versitygw for S3, fake-gcs-server for Cloud Storage, from tools/go.mod)
 # into .cache/bin and installs the Azure Blob test server (Azurite, from
-# tools/azurite) into .cache/azurite, runs the static checks, then every
-# test with the race detector. Tests start their own server instances on
+# tools/azurite) into .cache/azurite, runs the static checks (building
+# staticcheck and golangci-lint the same way), then every test with the
+# race detector. Tests start their own server instances on
 # loopback; a test that needs a server fails if it cannot start.
 set -euo pipefail
 cd "$(dirname "$0")/.."

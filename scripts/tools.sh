@@ -39,10 +39,11 @@ install_azurite() {
 }
 
 # static_checks runs gofmt, go vet (on Linux and macOS, which must build
-# too, and the distributed run's build tag) and staticcheck, which it
-# builds first if need be.
+# too, and the distributed run's build tag), staticcheck and golangci-lint
+# (.golangci.yml: errcheck among others), which it builds first if need be.
 static_checks() {
 	build_tool staticcheck honnef.co/go/tools/cmd/staticcheck
+	build_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	echo "==> gofmt"
 	local unformatted
 	unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^tools/') 2>/dev/null || true)
@@ -55,6 +56,8 @@ static_checks() {
 	go vet -tags distributed ./internal/reliability
 	echo "==> staticcheck"
 	.cache/bin/staticcheck ./...
+	echo "==> golangci-lint"
+	.cache/bin/golangci-lint run ./...
 }
 
 # install_clients installs the S3 clients the serve tests drive (Debian's
