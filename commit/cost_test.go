@@ -195,7 +195,9 @@ func BenchmarkSnapshotRead(b *testing.B) {
 	d := commit.New(c)
 	tx, _ := d.Begin(ctx)
 	for i := range 10 {
-		tx.PutBytes(ctx, "f"+strconv.Itoa(i), []byte("data"))
+		if err := tx.PutBytes(ctx, "f"+strconv.Itoa(i), []byte("data")); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if _, err := tx.Commit(ctx, commit.CommitOptions{}); err != nil {
 		b.Fatal(err)

@@ -103,7 +103,7 @@ func TestSharedKeys(t *testing.T) {
 		assert.EqualValues(t, 3, after1.GCFloor, "the floor is published before generations 1 and 2 go")
 		if !assert.Len(t, rep.Deleted, 2, "generations 1 and 2") {
 			var b strings.Builder
-			rep.WriteText(&b)
+			require.NoError(t, rep.WriteText(&b))
 			t.Log(b.String())
 		}
 		assert.Equal(t, referenced(t, d, 1), keysUnder(t, s, generation.Dir))

@@ -57,7 +57,7 @@ func TestEpochLock(t *testing.T) {
 
 		before = c.Counts()
 		_, err = lease.TryAcquireEpoch(ctx, c, "leader", opts("b", time.Minute))
-		he := requireHeld(t, err)
+		he := heldError(t, err)
 		assert.Equal(t, "a", he.Owner)
 		assert.EqualValues(t, 1, he.Token)
 		assert.Equal(t, "get=2 list=1", c.Counts().Sub(before).String(), "held: hint, LIST, read the epoch")
@@ -311,7 +311,7 @@ func TestEpochCreateLandsAfterCleanup(t *testing.T) {
 	if r.e != nil {
 		assert.Failf(t, "two holders", "a holds epoch %d (held=%v) while c holds epoch %d", r.e.Epoch(), r.e.Held(), c.Epoch())
 	}
-	he := requireHeld(t, r.err)
+	he := heldError(t, r.err)
 	assert.Equal(t, "c", he.Owner)
 	assert.EqualValues(t, 3, he.Token)
 	assert.True(t, he.Race)

@@ -113,7 +113,15 @@ func opts(owner string, ttl time.Duration) lease.Options {
 	return lease.Options{Owner: owner, TTL: ttl, PollMin: 20 * time.Millisecond, PollMax: 200 * time.Millisecond}
 }
 
-func requireHeld(t *testing.T, err error) *lease.HeldError {
+// requireHeld requires err to be a *lease.HeldError matching ErrHeld.
+func requireHeld(t *testing.T, err error) {
+	t.Helper()
+	_ = heldError(t, err)
+}
+
+// heldError requires err to be a *lease.HeldError matching ErrHeld and
+// returns it.
+func heldError(t *testing.T, err error) *lease.HeldError {
 	t.Helper()
 	var he *lease.HeldError
 	require.ErrorAs(t, err, &he)
@@ -203,7 +211,7 @@ func TestCosts(t *testing.T) {
 
 		n = measure(func() {
 			_, err := lease.TryAcquire(ctx, c, "gc", opts("b", time.Minute))
-			he := requireHeld(t, err)
+			he := heldError(t, err)
 			assert.Equal(t, "a", he.Owner)
 		})
 		assert.Equal(t, "get=1 put=1", n.String(), "contended TryAcquire")
@@ -341,7 +349,7 @@ func TestHeldError(t *testing.T) {
 	clock.Advance(3 * time.Second)
 
 	_, err = lease.TryAcquire(ctx, s, "gc", opts("host-b:2", 10*time.Second))
-	he := requireHeld(t, err)
+	he := heldError(t, err)
 	assert.NotErrorIs(t, err, lease.ErrRace)
 	assert.Equal(t, "gc", he.Name)
 	assert.Equal(t, "host-a:1", he.Owner)
@@ -414,7 +422,7 @@ func TestClockSkew(t *testing.T) {
 		ob := opts("b", 10*time.Second)
 		ob.Clock = skewClock{-off}
 		_, err = lease.TryAcquire(ctx, c, "gc", ob)
-		he := requireHeld(t, err)
+		he := heldError(t, err)
 		log("b held-error owner=%s token=%d until=%s left=%v", he.Owner, he.Token, he.Until.Sub(clock.Now()), he.Until.Sub(he.ServerTime))
 		require.NoError(t, a.Renew(ctx))
 		log("a renewed held=%v", a.Held())
@@ -827,7 +835,7 @@ func TestTryAcquireChurn(t *testing.T) {
 			}
 			other()
 			_, err := try(ctx, churnStore{Store: s, other: other}, "leader", opts("a", time.Minute))
-			he := requireHeld(t, err)
+			he := heldError(t, err)
 			assert.ErrorIs(t, err, lease.ErrRace)
 			assert.True(t, he.Race)
 			assert.Equal(t, "b", he.Owner)

@@ -53,7 +53,7 @@ func TestStaleReleaseLeavesNewHolder(t *testing.T) {
 		assert.EqualValues(t, 2, info.Token)
 		assert.False(t, info.Released, "a's release left b's lease alone")
 		_, err = lease.TryAcquire(ctx, s, name, opts("c", time.Minute))
-		he := requireHeld(t, err)
+		he := heldError(t, err)
 		assert.Equal(t, "b", he.Owner)
 		require.NoError(t, b.Release(ctx))
 		c, err := lease.TryAcquire(ctx, s, name, opts("c", time.Minute))

@@ -46,7 +46,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, what string, stderr 
 		return 0
 	case <-time.After(d):
 		cmd.Process.Kill() //nolint:errcheck // the test fails anyway
-		<-done
+		<-done             //nolint:errcheck // the test fails anyway
 		t.Fatalf("%s: still running %s after the signal\nstderr: %s", what, d, stderr.String())
 		return -1
 	}

@@ -74,7 +74,7 @@ func (p *pair) rawCommit(ctx context.Context, files map[string][]byte) error {
 	etag := ""
 	out, err := p.raw.GetObject(ctx, &awss3.GetObjectInput{Bucket: &p.bucket, Key: aws.String("raw/_pointer")})
 	if err == nil {
-		io.Copy(io.Discard, out.Body)
+		_, _ = io.Copy(io.Discard, out.Body) // only the ETag is needed
 		out.Body.Close()
 		etag = aws.ToString(out.ETag)
 	}

@@ -62,7 +62,9 @@ func BenchmarkScalePublish(b *testing.B) {
 			b.Fatal(err)
 		}
 		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
 		b.ReportMetric(float64(n), "files")
 		b.ReportMetric(elapsed.Seconds(), "s/publish")
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "files/s")

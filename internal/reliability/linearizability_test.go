@@ -774,7 +774,9 @@ func (r *linRun) check(name string) bool {
 		t.Errorf("visualize: %v", err)
 	}
 	if b, err := json.MarshalIndent(r.rec.ops, "", " "); err == nil {
-		os.WriteFile(base+".json", b, 0o644)
+		if err := os.WriteFile(base+".json", b, 0o644); err != nil {
+			t.Errorf("write the history: %v", err)
+		}
 	}
 	t.Errorf("VIOLATION: history of %d operations is %s as a CAS register; history and visualisation: %s.{json,html}", len(r.rec.ops), res, base)
 	return false

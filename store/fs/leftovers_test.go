@@ -104,7 +104,7 @@ func TestLeftoversConformance(t *testing.T) {
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
 		partial := []byte("the part of " + key + " that arrived")
 		finish := teststores.StalledPut(t, s, key, partial)
-		t.Cleanup(func() { finish() }) // fails: its temp file was swept
+		t.Cleanup(func() { _ = finish() }) // fails: its temp file was swept
 		dir := filepath.Join(s.Root(), filepath.Dir(filepath.FromSlash(key)))
 		require.Eventually(t, func() bool {
 			for _, p := range teststores.FSTempFiles(dir) {

@@ -258,7 +258,8 @@ func TestStoredBytes(t *testing.T) {
 	s := newStore(t)
 	var zipped bytes.Buffer
 	zw := gzip.NewWriter(&zipped)
-	zw.Write(bytes.Repeat([]byte("commitptr "), 1000))
+	_, err := zw.Write(bytes.Repeat([]byte("commitptr "), 1000))
+	require.NoError(t, err)
 	require.NoError(t, zw.Close())
 	meta := map[string]string{"writer": "w1", "seq": "7"}
 	put(t, s, "z", zipped.String(), store.PutOptions{ContentEncoding: "gzip", ContentType: "text/plain", Metadata: meta})
