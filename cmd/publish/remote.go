@@ -43,10 +43,7 @@ var remoteKeys = map[string]string{
 
 // remotes are the remotes of a config file, by name: the URL each stands
 // for, with its settings as query parameters.
-type remotes struct {
-	path  string // the file read, "" if there is none
-	byKey map[string]*url.URL
-}
+type remotes map[string]*url.URL
 
 // defaultConfigPath is the config file read when --config is not given:
 // publish/config under the user's config directory ($XDG_CONFIG_HOME, or
@@ -63,8 +60,8 @@ func defaultConfigPath() string {
 // remotes, unless it was named (explicit): then it is an error. Every
 // section must have a url, a URL of a known scheme, and only keys of
 // remoteKeys.
-func loadRemotes(path string, explicit bool) (*remotes, error) {
-	r := &remotes{byKey: map[string]*url.URL{}}
+func loadRemotes(path string, explicit bool) (remotes, error) {
+	r := remotes{}
 	if path == "" {
 		return r, nil
 	}
@@ -75,7 +72,6 @@ func loadRemotes(path string, explicit bool) (*remotes, error) {
 	if err != nil {
 		return nil, usagef("config file: %v", err)
 	}
-	r.path = path
 	f, err := ini.LoadSources(ini.LoadOptions{}, b)
 	if err != nil {
 		return nil, usagef("config file %s: %v", path, err)
@@ -113,7 +109,7 @@ func loadRemotes(path string, explicit bool) (*remotes, error) {
 			}
 		}
 		u.RawQuery = q.Encode()
-		r.byKey[name] = u
+		r[name] = u
 	}
 	return r, nil
 }
@@ -163,9 +159,9 @@ func remoteName(arg string) string {
 // resolve returns the URL an argument NAME:PATH stands for: the remote's
 // URL with PATH appended. An argument that names no remote of the file is
 // returned as it is.
-func (r *remotes) resolve(arg string) string {
+func (r remotes) resolve(arg string) string {
 	name := remoteName(arg)
-	base, ok := r.byKey[name]
+	base, ok := r[name]
 	if name == "" || !ok {
 		return arg
 	}
@@ -189,7 +185,7 @@ func (g *globalOptions) resolveRemotes(cmd *cobra.Command, args []string) error 
 	if d := cmd.ArgsLenAtDash(); d >= 0 {
 		n = d
 	}
-	var r *remotes
+	var r remotes
 	for i, arg := range args[:n] {
 		if remoteName(arg) == "" {
 			continue
