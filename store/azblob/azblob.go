@@ -1,7 +1,6 @@
 package azblob
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 )
 
 // PartThreshold is the largest unconditional body Put sends as one Put
@@ -32,6 +32,9 @@ import (
 // up as staged blocks and a Put Block List. A conditional write is always
 // one Put Blob.
 const PartThreshold = 16 << 20
+
+// maxObjectSize is the largest block blob: 50,000 blocks of 4,000 MiB.
+const maxObjectSize = 50_000 * 4000 << 20
 
 // blockSize and blockConcurrency shape a block upload: at most
 // blockConcurrency blocks of blockSize bytes are buffered and in flight.
@@ -269,12 +272,13 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 // List after staged blocks. An unconditional body of more than
 // PartThreshold bytes goes up as staged blocks.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return store.Attrs{}, store.Wrap("put", key, nil, errors.New("IfNoneMatch and IfMatch are exclusive"))
-	}
 	meta, err := encodeMetadata(opts.Metadata)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, store.ErrInvalidKey, err)
+	}
+	b, err := putbody.Read(body, opts, PartThreshold, maxObjectSize)
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 	headers := &blob.HTTPHeaders{
 		BlobContentType:     optString(opts.ContentType),
@@ -286,36 +290,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		ContentEncoding: opts.ContentEncoding,
 	}
 
-	limit := int64(PartThreshold)
-	conditional := opts.IfNoneMatch || opts.IfMatch != ""
-	if conditional {
-		limit = store.MaxConditionalSize
-	}
-	var single io.ReadSeeker
-	var size int64
-	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= limit {
-		n, err := remaining(rs)
-		if err == nil && n <= limit {
-			single, size = rs, n
-		}
-	}
-	if single == nil && opts.Size <= limit {
-		buf, err := io.ReadAll(io.LimitReader(body, limit+1))
-		if err != nil {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
-		}
-		if int64(len(buf)) <= limit {
-			single, size = bytes.NewReader(buf), int64(len(buf))
-		} else {
-			body = io.MultiReader(bytes.NewReader(buf), body)
-		}
-	}
-	if single == nil && conditional {
-		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
-	}
-
 	bb := s.c.NewBlockBlobClient(key)
-	if single != nil {
+	if b.Single != nil {
 		mac := &blob.ModifiedAccessConditions{}
 		if opts.IfNoneMatch {
 			mac.IfNoneMatch = new(azcore.ETagAny)
@@ -323,7 +299,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		if opts.IfMatch != "" {
 			mac.IfMatch = quoteETag(opts.IfMatch)
 		}
-		out, err := bb.Upload(ctx, streaming.NopCloser(single), &blockblob.UploadOptions{
+		out, err := bb.Upload(ctx, streaming.NopCloser(b.Single), &blockblob.UploadOptions{
 			Metadata:         meta,
 			HTTPHeaders:      headers,
 			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac},
@@ -332,13 +308,13 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
 		}
 		attrs.ETag = etagOf(out.ETag)
-		attrs.Size = size
+		attrs.Size = b.Size
 		attrs.LastModified = timeOf(out.LastModified)
 		attrs.ServerTime = timeOf(out.Date)
 		return attrs, nil
 	}
 
-	cr := &countingReader{r: body}
+	cr := &countingReader{r: b.Parts}
 	out, err := bb.UploadStream(ctx, cr, &blockblob.UploadStreamOptions{
 		BlockSize:   blockSize,
 		Concurrency: blockConcurrency,
@@ -567,23 +543,6 @@ func parseToken(tok string) (after, marker string, ok bool) {
 		return "", "", false
 	}
 	return rest[:l], rest[l:], true
-}
-
-// remaining returns how many bytes rs holds after its current offset,
-// leaving the offset where it was.
-func remaining(rs io.ReadSeeker) (int64, error) {
-	cur, err := rs.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0, err
-	}
-	end, err := rs.Seek(0, io.SeekEnd)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
-		return 0, err
-	}
-	return end - cur, nil
 }
 
 func etagOf(e *azcore.ETag) string {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 )
 
 func init() {
@@ -244,8 +246,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.Put
 }
 
 func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return store.Attrs{}, errors.New("fs: IfNoneMatch and IfMatch together")
+	if err := putbody.Check(r, opts, math.MaxInt64); err != nil {
+		return store.Attrs{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Attrs{}, err

@@ -1,7 +1,6 @@
 package gcs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,12 +22,16 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 )
 
 // PartSize is the largest body Put sends in one retryable request, and the
 // chunk size of a resumable upload. Put holds at most one chunk in memory,
 // and the client library a copy of it.
 const PartSize = 16 << 20
+
+// maxObjectSize is the largest object Cloud Storage accepts (5 TiB).
+const maxObjectSize = 5 << 40
 
 // maxAttempts is how often the client sends a request that fails with a
 // retryable error, the first attempt included.
@@ -327,48 +330,17 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	case opts.IfNoneMatch:
 		conds = &storage.Conditions{DoesNotExist: true}
 	}
-	limit := int64(PartSize)
-	if conds != nil {
-		if opts.Size > store.MaxConditionalSize {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; Size is %d", store.MaxConditionalSize, opts.Size))
-		}
-		limit = store.MaxConditionalSize
-	}
-	head, capacity := limit, int64(0)
-	if opts.Size > 0 {
-		head = min(opts.Size, limit)
-		capacity = head
-	}
-	buf, eof, err := fill(body, make([]byte, 0, capacity), int(head))
+	pb, err := putbody.Read(body, opts, PartSize, maxObjectSize)
 	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
-	var src io.Reader = bytes.NewReader(buf)
-	chunk := len(buf) + 1 // more than the body: one request, retryable
-	if !eof {
-		var one [1]byte
-		n, err := io.ReadFull(body, one[:])
-		switch {
-		case err == io.EOF:
-			eof = true
-		case err != nil:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
-		case opts.Size > 0 && int64(len(buf)) >= opts.Size:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body is longer than Size %d", opts.Size))
-		case conds != nil:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
-		default:
-			src = &sized{r: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(one[:n]), body), want: opts.Size}
-			chunk = PartSize
-		}
-	}
-	if eof {
-		if opts.Size > 0 && int64(len(buf)) != opts.Size {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", len(buf), opts.Size))
-		}
-		if len(buf) > PartSize {
-			chunk = 0 // a large conditional body: one request, without the library's second copy
-		}
+	var src io.Reader = pb.Single
+	chunk := int(pb.Size) + 1 // more than the body: one request, retryable
+	switch {
+	case pb.Single == nil:
+		src, chunk = pb.Parts, PartSize
+	case pb.Size > PartSize:
+		chunk = 0 // a large conditional body: one request, without the library's second copy
 	}
 
 	obj := s.object(key)
@@ -403,60 +375,13 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	return a, nil
 }
 
-// sized passes a body through and fails it, before the upload is
-// finalized, if its length is not want (when want is not 0).
-type sized struct {
-	r    io.Reader
-	want int64
-	n    int64
-}
-
-func (s *sized) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	s.n += int64(n)
-	switch {
-	case s.want > 0 && s.n > s.want:
-		return n, fmt.Errorf("body is longer than Size %d", s.want)
-	case err == io.EOF && s.want > 0 && s.n != s.want:
-		return n, fmt.Errorf("body has %d bytes, but Size says %d", s.n, s.want)
-	}
-	return n, err
-}
-
-// fill reads from r into buf[:0] until it holds n bytes or r ends, growing
-// buf as needed but never beyond n bytes. eof reports that r ended.
-func fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
-	buf = buf[:0]
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), n))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+m]
-		if err == io.EOF {
-			return buf, true, nil
-		}
-		if err != nil {
-			return buf, false, err
-		}
-	}
-	return buf, false, nil
-}
-
 // checkPut rejects input that Cloud Storage would refuse or misread.
 func checkPut(key string, body io.Reader, opts store.PutOptions) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	switch {
-	case body == nil:
-		return errors.New("nil body")
-	case opts.Size < 0 || opts.Size > 5<<40:
-		return fmt.Errorf("size %d out of range (at most 5 TiB, the Cloud Storage limit)", opts.Size)
-	case opts.IfMatch != "" && opts.IfNoneMatch:
-		return errors.New("IfMatch and IfNoneMatch are exclusive")
+	if err := putbody.Check(body, opts, maxObjectSize); err != nil {
+		return err
 	}
 	for k := range opts.Metadata {
 		if k == "" || strings.ToLower(k) != k {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/url"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 )
 
 func init() {
@@ -144,9 +146,15 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err := checkKey("put", key); err != nil {
 		return store.Attrs{}, err
 	}
+	if err := putbody.Check(body, opts, math.MaxInt64); err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
+	if opts.Size > 0 && int64(len(data)) != opts.Size {
+		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", len(data), opts.Size))
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)

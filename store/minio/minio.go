@@ -24,6 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
 	"github.com/commitptr/commitptr/store/internal/partupload"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
@@ -272,41 +273,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if need := (opts.Size + maxParts - 1) / maxParts; need > part {
 		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
 	}
-	conditional := ifMatch || opts.IfNoneMatch
-	if conditional {
-		if opts.Size > store.MaxConditionalSize {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; Size is %d", store.MaxConditionalSize, opts.Size))
-		}
-		part = store.MaxConditionalSize
-	}
-	// With a known size, the first buffer is allocated at once; without
-	// one, fill grows it, so that small bodies stay cheap.
-	head, capacity := part, int64(0)
-	if opts.Size > 0 {
-		head = min(opts.Size, part)
-		capacity = head
-	}
-	buf, eof, err := fill(body, make([]byte, 0, capacity), int(head))
+	b, err := putbody.Read(body, opts, part, maxObjectSize)
 	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
-	}
-	var rest io.Reader
-	if !eof {
-		// buf is full: one byte more tells a single PUT from a multipart one.
-		var one [1]byte
-		n, err := io.ReadFull(body, one[:])
-		switch {
-		case err == io.EOF:
-			eof = true
-		case err != nil:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
-		case opts.Size > 0 && int64(len(buf)) >= opts.Size:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body is longer than Size %d", opts.Size))
-		case conditional:
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
-		default:
-			rest = io.MultiReader(bytes.NewReader(one[:n]), body)
-		}
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 
 	po := minio.PutObjectOptions{
@@ -331,20 +300,21 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	ctx, x := withExchange(ctx, "", nil)
 	var info minio.UploadInfo
 	var size int64
-	if eof {
-		size = int64(len(buf))
-		if opts.Size > 0 && size != opts.Size {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("body has %d bytes, but Size says %d", size, opts.Size))
-		}
+	if b.Single != nil {
+		size = b.Size
 		setCond(&po)
-		md5b64, sha := sums(buf)
+		var md5b64, sha string
+		md5b64, sha, err = sums(b.Single)
+		if err != nil {
+			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+		}
 		// DisableContentSha256 signs the payload hash given here; without
 		// it minio-go on plain http streams an aws-chunked body, and some
 		// servers (versitygw) then store "aws-chunked" in Content-Encoding.
 		po.DisableContentSha256 = true
-		info, err = s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(buf), size, md5b64, sha, po)
+		info, err = s.core.PutObject(ctx, s.bucket, key, b.Single, size, md5b64, sha, po)
 	} else {
-		info, size, err = s.multipart(ctx, key, buf, rest, opts.Size, po)
+		info, size, err = s.multipart(ctx, key, b.Parts, int(part), po)
 	}
 	if err != nil {
 		return store.Attrs{}, s.classify("put", key, ifMatch, err)
@@ -365,12 +335,13 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	}, nil
 }
 
-// multipart uploads buf, then the rest of the body, as parts of len(buf)
-// bytes, and completes the upload. It aborts the upload on failure, once
+// multipart uploads body as parts of partLen bytes, and completes the
+// upload. It aborts the upload on failure, once
 // its part request has returned, which the transport delays until the
-// server is done with a part it has in full (package partupload). want is
-// the size the caller announced, or 0. Conditional writes never come here.
-func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.Reader, want int64, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
+// server is done with a part it has in full (package partupload). A body
+// that differs from its declared size fails as it is read (package
+// putbody). Conditional writes never come here.
+func (s *Store) multipart(ctx context.Context, key string, body io.Reader, partLen int, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
 	// Started on a context of its own: cancelled halfway, the request
 	// could create an upload whose id never reaches us to abort it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
@@ -386,17 +357,21 @@ func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.R
 			s.core.AbortMultipartUpload(actx, s.bucket, key, id) //nolint:errcheck // best effort; lifecycle rules sweep the rest
 		}
 	}()
-	partLen := len(buf)
-	eof := false
+	var buf []byte
+	var eof bool
 	var parts []minio.CompletePart
 	for n := 1; ; n++ {
+		buf, eof, err = putbody.Fill(body, buf, partLen)
+		if err != nil {
+			return info, size, fmt.Errorf("read body: %w", err)
+		}
+		if len(buf) == 0 && n > 1 {
+			break
+		}
 		if n > maxParts {
 			return info, size, fmt.Errorf("body exceeds %d parts of %d bytes", maxParts, partLen)
 		}
-		if want > 0 && size+int64(len(buf)) > want {
-			return info, size, fmt.Errorf("body is longer than Size %d", want)
-		}
-		md5b64, sha := sums(buf)
+		md5b64, sha, _ := sums(bytes.NewReader(buf)) // a bytes.Reader neither fails nor refuses to seek
 		p, err := s.core.PutObjectPart(ctx, s.bucket, key, id, n, bytes.NewReader(buf), int64(len(buf)),
 			minio.PutObjectPartOptions{Md5Base64: md5b64, Sha256Hex: sha, DisableContentSha256: true})
 		if err != nil {
@@ -407,60 +382,34 @@ func (s *Store) multipart(ctx context.Context, key string, buf []byte, rest io.R
 		if eof {
 			break
 		}
-		buf, eof, err = fill(rest, buf, partLen)
-		if err != nil {
-			return info, size, fmt.Errorf("read body: %w", err)
-		}
-		if len(buf) == 0 {
-			break
-		}
-	}
-	if want > 0 && size != want {
-		return info, size, fmt.Errorf("body has %d bytes, but Size says %d", size, want)
 	}
 	info, err = s.core.CompleteMultipartUpload(ctx, s.bucket, key, id, parts, minio.PutObjectOptions{})
 	return info, size, err
 }
 
-// fill reads from r into buf[:0] until it holds n bytes or r ends, growing
-// buf as needed but never beyond n bytes. eof reports that r ended.
-func fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
-	buf = buf[:0]
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), n))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+m]
-		if err == io.EOF {
-			return buf, true, nil
-		}
-		if err != nil {
-			return buf, false, err
-		}
-	}
-	return buf, false, nil
-}
-
 // sums returns the base64 MD5 (Content-MD5) and hex SHA-256 (the signed
-// payload hash) of b.
-func sums(b []byte) (md5b64, sha256hex string) {
-	m := md5.Sum(b)
-	h := sha256.Sum256(b)
-	return base64.StdEncoding.EncodeToString(m[:]), hex.EncodeToString(h[:])
+// payload hash) of r from its offset to its end, and rewinds r.
+func sums(r io.ReadSeeker) (md5b64, sha256hex string, err error) {
+	start, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", "", err
+	}
+	m, h := md5.New(), sha256.New()
+	if _, err := io.Copy(io.MultiWriter(m, h), r); err != nil {
+		return "", "", err
+	}
+	if _, err := r.Seek(start, io.SeekStart); err != nil {
+		return "", "", err
+	}
+	return base64.StdEncoding.EncodeToString(m.Sum(nil)), hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // checkPut rejects input that S3 would refuse or misread.
 func checkPut(body io.Reader, opts store.PutOptions) error {
+	if err := putbody.Check(body, opts, maxObjectSize); err != nil {
+		return err
+	}
 	switch {
-	case body == nil:
-		return errors.New("nil body")
-	case opts.Size < 0 || opts.Size > maxObjectSize:
-		return fmt.Errorf("size %d out of range (at most %d, the S3 limit)", opts.Size, int64(maxObjectSize))
-	case opts.IfMatch != "" && opts.IfNoneMatch:
-		return errors.New("IfMatch and IfNoneMatch are exclusive")
 	case !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`):
 		return fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch)
 	case !printable(opts.ContentType) || !printable(opts.ContentEncoding):

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
 	"github.com/commitptr/commitptr/store/internal/partupload"
+	"github.com/commitptr/commitptr/store/internal/putbody"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
@@ -32,6 +32,9 @@ import (
 // bodies, and bodies of unknown size that turn out larger, go up as a
 // multipart upload.
 const PartThreshold = 16 << 20
+
+// maxObjectSize is the largest object S3 accepts (5 TiB).
+const maxObjectSize = 5 << 40
 
 // maxIdleConns is the connection pool size, kept well above the number of
 // requests commitptr runs at once (16 by default, --concurrency to raise).
@@ -239,8 +242,9 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 // at most store.MaxConditionalSize bytes (buffered if the body cannot seek):
 // servers exist that ignore conditions on CompleteMultipartUpload.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return store.Attrs{}, store.Wrap("put", key, nil, errors.New("IfNoneMatch and IfMatch are exclusive"))
+	b, err := putbody.Read(body, opts, PartThreshold, maxObjectSize)
+	if err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 	attrs := store.Attrs{
 		Metadata:        opts.Metadata,
@@ -248,40 +252,12 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		ContentEncoding: opts.ContentEncoding,
 	}
 
-	limit := int64(PartThreshold)
-	conditional := opts.IfNoneMatch || opts.IfMatch != ""
-	if conditional {
-		limit = store.MaxConditionalSize
-	}
-	var single io.ReadSeeker
-	var size int64
-	if rs, ok := body.(io.ReadSeeker); ok && opts.Size <= limit {
-		n, err := remaining(rs)
-		if err == nil && n <= limit {
-			single, size = rs, n
-		}
-	}
-	if single == nil && opts.Size <= limit {
-		buf, err := io.ReadAll(io.LimitReader(body, limit+1))
-		if err != nil {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
-		}
-		if int64(len(buf)) <= limit {
-			single, size = bytes.NewReader(buf), int64(len(buf))
-		} else {
-			body = io.MultiReader(bytes.NewReader(buf), body)
-		}
-	}
-	if single == nil && conditional {
-		return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("a conditional write is one request of at most %d bytes; the body is larger", store.MaxConditionalSize))
-	}
-
-	if single != nil {
+	if b.Single != nil {
 		in := &awss3.PutObjectInput{
 			Bucket:          &s.bucket,
 			Key:             &key,
-			Body:            single,
-			ContentLength:   aws.Int64(size),
+			Body:            b.Single,
+			ContentLength:   aws.Int64(b.Size),
 			Metadata:        opts.Metadata,
 			ContentType:     optString(opts.ContentType),
 			ContentEncoding: optString(opts.ContentEncoding),
@@ -296,7 +272,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		}
 		s.sawVersionID(out.VersionId)
 		attrs.ETag = trimETag(out.ETag)
-		attrs.Size = size
+		attrs.Size = b.Size
 		attrs.ServerTime = serverTime(out.ResultMetadata)
 		return attrs, nil
 	}
@@ -304,7 +280,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	in := &transfermanager.UploadObjectInput{
 		Bucket:          &s.bucket,
 		Key:             &key,
-		Body:            body,
+		Body:            b.Parts,
 		Metadata:        opts.Metadata,
 		ContentType:     optString(opts.ContentType),
 		ContentEncoding: optString(opts.ContentEncoding),
@@ -452,23 +428,6 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 		page.Next = aws.ToString(out.NextContinuationToken)
 	}
 	return page, nil
-}
-
-// remaining returns how many bytes rs holds after its current offset,
-// leaving the offset where it was.
-func remaining(rs io.ReadSeeker) (int64, error) {
-	cur, err := rs.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0, err
-	}
-	end, err := rs.Seek(0, io.SeekEnd)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
-		return 0, err
-	}
-	return end - cur, nil
 }
 
 // serverTime returns the response's Date header, or the zero time if the

@@ -75,6 +75,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"NotExist", testNotExist, ""},
 		{"Overwrite", testOverwrite, ""},
 		{"EmptyObject", testEmptyObject, ""},
+		{"PutRefusesBadArguments", testPutRefusesBadArguments, ""},
 		{"KeyCharacters", testKeyCharacters, ""},
 		{"IfNoneMatch", testIfNoneMatch, ""},
 		{"IfMatch", testIfMatch, ""},
@@ -513,6 +514,38 @@ func testLargeObject(t *testing.T, s store.Store) {
 			assert.EqualValues(t, size, n)
 			assert.EqualValues(t, size, ga.Size)
 			assert.Equal(t, want[:], h.Sum(nil), "content differs after the round trip")
+		})
+	}
+}
+
+// testPutRefusesBadArguments checks that a Put with arguments no driver
+// may send, or with a body whose length is not its declared Size, fails
+// with an error that names the key, and stores nothing.
+func testPutRefusesBadArguments(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	multipart := make([]byte, 17<<20) // past every driver's single-request limit
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		opts store.PutOptions
+	}{
+		{"nil-body", nil, store.PutOptions{}},
+		{"negative-size", strings.NewReader("x"), store.PutOptions{Size: -1}},
+		{"both-conditions", strings.NewReader("x"), store.PutOptions{IfNoneMatch: true, IfMatch: "abc"}},
+		{"longer-than-size", strings.NewReader("hello"), store.PutOptions{Size: 3}},
+		{"longer-than-size-stream", onlyReader{strings.NewReader("hello")}, store.PutOptions{Size: 3}},
+		{"shorter-than-size", strings.NewReader("hi"), store.PutOptions{Size: 10}},
+		{"shorter-than-size-stream", onlyReader{strings.NewReader("hi")}, store.PutOptions{Size: 10}},
+		{"shorter-than-size-multipart", onlyReader{bytes.NewReader(multipart)}, store.PutOptions{Size: 20 << 20}},
+		{"longer-than-size-multipart", onlyReader{bytes.NewReader(multipart)}, store.PutOptions{Size: 16<<20 + 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "bad-put/" + c.name
+			_, err := s.Put(ctx, key, c.body, c.opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), key)
+			_, err = s.Head(ctx, key)
+			require.ErrorIs(t, err, store.ErrNotExist, "a refused Put stored %q", key)
 		})
 	}
 }

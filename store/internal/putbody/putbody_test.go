@@ -1,0 +1,186 @@
+package putbody
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/store"
+)
+
+// onlyReader hides a reader's other methods, so that it cannot seek.
+type onlyReader struct{ io.Reader }
+
+// TestReadSplitsEveryBodyByItsLength checks Read's rules over random
+// bodies, declared sizes, limits, conditions and kinds of reader: a body
+// that fits the limit goes in one request, a longer one in parts unless it
+// is conditional, and a body whose length is not its declared size fails,
+// at Read or while its parts are read, never silently.
+func TestReadSplitsEveryBodyByItsLength(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 0))
+	for i := range 5000 {
+		limit := int64(1 + r.IntN(200))
+		n := int64(r.IntN(400))
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		var want int64 // the declared size
+		switch r.IntN(4) {
+		case 1:
+			want = n
+		case 2:
+			want = max(1, n+int64(r.IntN(5))-2)
+		case 3:
+			want = 1 + int64(r.IntN(400))
+		}
+		offset := int64(0)
+		var body io.Reader
+		seekable := r.IntN(2) == 0
+		if seekable {
+			// A seekable body is read from its offset, which Read keeps.
+			offset = int64(r.IntN(3))
+			br := bytes.NewReader(append(make([]byte, offset), data...))
+			_, err := br.Seek(offset, io.SeekStart)
+			require.NoError(t, err)
+			body = br
+		} else {
+			body = onlyReader{iotestHalfReader{bytes.NewReader(data)}}
+		}
+
+		opts := store.PutOptions{Size: want}
+		maxConditional := int64(1 + r.IntN(300))
+		switch r.IntN(4) {
+		case 1:
+			opts.IfNoneMatch = true
+		case 2:
+			opts.IfMatch = "e"
+		}
+		conditional := opts.IfNoneMatch || opts.IfMatch != ""
+		if conditional {
+			limit = maxConditional
+		}
+
+		b, err := read(body, opts, limit, 1000, maxConditional)
+		mismatch := want > 0 && want != n
+		tooLarge := conditional && max(n, want) > maxConditional
+		if err != nil {
+			require.Truef(t, mismatch || tooLarge, "case %d: n=%d want=%d limit=%d conditional=%v: %v", i, n, want, limit, conditional, err)
+			continue
+		}
+		require.Falsef(t, tooLarge, "case %d: a conditional body of %d bytes (Size %d) was accepted over %d", i, n, want, maxConditional)
+		if b.Single != nil {
+			require.Falsef(t, mismatch, "case %d: a body of %d bytes went in one request under Size %d", i, n, want)
+			require.LessOrEqualf(t, n, limit, "case %d", i)
+			require.Equalf(t, n, b.Size, "case %d", i)
+			if seekable {
+				assert.Same(t, body, b.Single, "a seekable body is sent as it is, not copied")
+			}
+			got, err := io.ReadAll(b.Single)
+			require.NoError(t, err)
+			require.Equalf(t, data, got, "case %d", i)
+			continue
+		}
+		require.Greaterf(t, n, limit, "case %d: a body of %d bytes went in parts under a limit of %d", i, n, limit)
+		got, err := io.ReadAll(b.Parts)
+		if mismatch {
+			require.Errorf(t, err, "case %d: parts of %d bytes read to the end under Size %d", i, n, want)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equalf(t, data, got, "case %d", i)
+	}
+}
+
+// iotestHalfReader returns at most half of what is asked each time, so
+// that reading to a limit takes several calls.
+type iotestHalfReader struct{ r io.Reader }
+
+func (h iotestHalfReader) Read(p []byte) (int, error) {
+	return h.r.Read(p[:(len(p)+1)/2])
+}
+
+func TestCheckRefusesWhatNoDriverSends(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		opts store.PutOptions
+		want string
+	}{
+		{"nil body", nil, store.PutOptions{}, "nil body"},
+		{"negative size", strings.NewReader("x"), store.PutOptions{Size: -1}, "out of range"},
+		{"size above the largest object", strings.NewReader("x"), store.PutOptions{Size: 11}, "out of range"},
+		{"both conditions", strings.NewReader("x"), store.PutOptions{IfMatch: "e", IfNoneMatch: true}, "exclusive"},
+	} {
+		err := Check(c.body, c.opts, 10)
+		require.Error(t, err, c.name)
+		assert.Contains(t, err.Error(), c.want, c.name)
+	}
+	require.NoError(t, Check(strings.NewReader("x"), store.PutOptions{Size: 10, IfMatch: "e"}, 10))
+}
+
+func TestConditionalBodyIsOneRequestWhateverTheLimit(t *testing.T) {
+	for _, opts := range []store.PutOptions{{IfNoneMatch: true}, {IfMatch: "e"}} {
+		b, err := Read(onlyReader{strings.NewReader("0123456789")}, opts, 4, 1<<40)
+		require.NoError(t, err)
+		require.NotNil(t, b.Single, "a conditional body under MaxConditionalSize goes in one request")
+		assert.EqualValues(t, 10, b.Size)
+
+		opts.Size = store.MaxConditionalSize + 1
+		_, err = Read(onlyReader{strings.NewReader("x")}, opts, 4, 1<<40)
+		require.ErrorContains(t, err, "conditional write is one request")
+	}
+}
+
+// unseekable fails every Seek, as a pipe does.
+type unseekable struct{ io.Reader }
+
+func (unseekable) Seek(int64, int) (int64, error) { return 0, errors.New("illegal seek") }
+
+func TestBodyThatCannotSeekIsRead(t *testing.T) {
+	b, err := Read(unseekable{strings.NewReader("abc")}, store.PutOptions{}, 8, 100)
+	require.NoError(t, err)
+	require.NotNil(t, b.Single)
+	got, err := io.ReadAll(b.Single)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", string(got))
+}
+
+func TestFillStopsAtTheLimit(t *testing.T) {
+	buf, eof, err := Fill(strings.NewReader("abcdef"), nil, 4)
+	require.NoError(t, err)
+	assert.False(t, eof)
+	assert.Equal(t, "abcd", string(buf))
+	buf, eof, err = Fill(strings.NewReader("ab"), buf, 4)
+	require.NoError(t, err)
+	assert.True(t, eof)
+	assert.Equal(t, "ab", string(buf))
+}
+
+// endless is a body that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestPartsFailOnceTheyPassTheSize checks that a body longer than its
+// declared Size fails as soon as it passes it, not when it ends: a body
+// that never ends must not upload forever.
+func TestPartsFailOnceTheyPassTheSize(t *testing.T) {
+	b, err := Read(onlyReader{endless{}}, store.PutOptions{Size: 100}, 10, 1000)
+	require.NoError(t, err)
+	require.NotNil(t, b.Parts)
+	n, err := io.Copy(io.Discard, io.LimitReader(b.Parts, 10_000))
+	require.ErrorContains(t, err, "longer than Size 100")
+	assert.Less(t, n, int64(10_000))
+}
