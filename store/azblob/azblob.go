@@ -24,7 +24,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 // PartThreshold is the largest unconditional body Put sends as one Put
@@ -276,7 +276,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, store.ErrInvalidKey, err)
 	}
-	b, err := putbody.Read(body, opts, PartThreshold, maxObjectSize)
+	b, err := portable.Read(body, opts, PartThreshold, maxObjectSize)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
@@ -356,19 +356,10 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 		}}
 	}
 	_, err := s.c.NewBlobClient(key).Delete(ctx, o)
-	if err == nil {
-		return nil
+	if err != nil {
+		err = s.classify("delete", key, false, err)
 	}
-	err = s.classify("delete", key, false, err)
-	switch {
-	case errors.Is(err, store.ErrNotExist):
-		return nil
-	case errors.Is(err, store.ErrPrecondition) && opts.IfMatch != "":
-		if _, herr := s.Head(ctx, key); errors.Is(herr, store.ErrNotExist) {
-			return nil
-		}
-	}
-	return err
+	return portable.Deleted(ctx, s, key, opts.IfMatch, err)
 }
 
 // DeleteMany removes the keys with one Delete Blob each, deleteConcurrency

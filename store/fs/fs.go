@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/store"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 func init() {
@@ -246,7 +246,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.Put
 }
 
 func (s *Store) put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if err := putbody.Check(r, opts, math.MaxInt64); err != nil {
+	if err := portable.Check(r, opts, math.MaxInt64); err != nil {
 		return store.Attrs{}, err
 	}
 	if err := ctx.Err(); err != nil {

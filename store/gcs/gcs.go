@@ -22,7 +22,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 // PartSize is the largest body Put sends in one retryable request, and the
@@ -330,7 +330,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	case opts.IfNoneMatch:
 		conds = &storage.Conditions{DoesNotExist: true}
 	}
-	pb, err := putbody.Read(body, opts, PartSize, maxObjectSize)
+	pb, err := portable.Read(body, opts, PartSize, maxObjectSize)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
@@ -380,7 +380,7 @@ func checkPut(key string, body io.Reader, opts store.PutOptions) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if err := putbody.Check(body, opts, maxObjectSize); err != nil {
+	if err := portable.Check(body, opts, maxObjectSize); err != nil {
 		return err
 	}
 	for k := range opts.Metadata {
@@ -405,13 +405,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 		}
 		obj = obj.If(storage.Conditions{GenerationMatch: gen})
 	}
-	err := obj.Delete(ctx)
-	// A missing key is success even with IfMatch: the object is gone either
-	// way (see store.Store.Delete).
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return nil
-	}
-	return s.classify("delete", key, err)
+	return portable.Deleted(ctx, s, key, opts.IfMatch, s.classify("delete", key, obj.Delete(ctx)))
 }
 
 // DeleteMany implements store.Store. The JSON API deletes one object per

@@ -24,7 +24,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/commitptr/commitptr/store"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 func init() {
@@ -146,7 +146,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if err := checkKey("put", key); err != nil {
 		return store.Attrs{}, err
 	}
-	if err := putbody.Check(body, opts, math.MaxInt64); err != nil {
+	if err := portable.Check(body, opts, math.MaxInt64); err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 	data, err := io.ReadAll(body)

@@ -24,7 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
 	"github.com/commitptr/commitptr/store/internal/partupload"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
@@ -273,7 +273,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	if need := (opts.Size + maxParts - 1) / maxParts; need > part {
 		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
 	}
-	b, err := putbody.Read(body, opts, part, maxObjectSize)
+	b, err := portable.Read(body, opts, part, maxObjectSize)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
@@ -361,7 +361,7 @@ func (s *Store) multipart(ctx context.Context, key string, body io.Reader, partL
 	var eof bool
 	var parts []minio.CompletePart
 	for n := 1; ; n++ {
-		buf, eof, err = putbody.Fill(body, buf, partLen)
+		buf, eof, err = portable.Fill(body, buf, partLen)
 		if err != nil {
 			return info, size, fmt.Errorf("read body: %w", err)
 		}
@@ -406,7 +406,7 @@ func sums(r io.ReadSeeker) (md5b64, sha256hex string, err error) {
 
 // checkPut rejects input that S3 would refuse or misread.
 func checkPut(body io.Reader, opts store.PutOptions) error {
-	if err := putbody.Check(body, opts, maxObjectSize); err != nil {
+	if err := portable.Check(body, opts, maxObjectSize); err != nil {
 		return err
 	}
 	switch {
@@ -452,33 +452,25 @@ func isToken(s string) bool {
 //
 // On a bucket that keeps versions, Delete removes every version of the key
 // (see store.Versioner), and the If-Match is checked against the latest.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
 	if opts.IfMatch != "" && (!printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`)) {
 		return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
 	}
-	if v, err := s.versioned(ctx, "delete", key); err != nil {
-		return err
-	} else if v {
-		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
-	}
-	defer func() {
-		if err == nil {
-			s.ver.PlainDeleted(ctx)
-		}
-	}()
+	return s.ver.Delete(ctx, s, "delete", key,
+		func() error { return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch) },
+		func() error { return s.deleteObject(ctx, key, opts) })
+}
+
+// deleteObject is Delete on a bucket that keeps no versions.
+func (s *Store) deleteObject(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
 	var add http.Header
 	if opts.IfMatch != "" {
 		add = http.Header{"If-Match": {`"` + opts.IfMatch + `"`}}
 	}
 	ctx, _ = withExchange(ctx, http.MethodDelete, add)
 	err = s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
-	// A 404 is success even with If-Match: the object is gone either way
-	// (see store.Store.Delete). Classifying without ifMatch keeps it
-	// ErrNotExist rather than ErrPrecondition.
-	if err = s.classify("delete", key, false, err); errors.Is(err, store.ErrNotExist) {
-		return nil
-	}
-	return err
+	// Classified without the If-Match rule: a 404 means the key is gone.
+	return portable.Deleted(ctx, s, key, opts.IfMatch, s.classify("delete", key, false, err))
 }
 
 // DeleteMany implements store.Store with multi-object DELETE requests of at
@@ -486,20 +478,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 // whose name is not valid in XML goes in a DELETE of its own. On a bucket
 // that keeps versions, DeleteMany removes every version of the keys (see
 // store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if v, err := s.versioned(ctx, "delete-many", keys[0]); err != nil {
-		return err
-	} else if v {
-		return s.deleteVersions(ctx, "delete-many", keys, "")
-	}
-	defer func() {
-		if err == nil {
-			s.ver.PlainDeleted(ctx)
-		}
-	}()
+	return s.ver.Delete(ctx, s, "delete-many", keys[0],
+		func() error { return s.deleteVersions(ctx, "delete-many", keys, "") },
+		func() error { return s.deleteObjects(ctx, keys) })
+}
+
+// deleteObjects is DeleteMany on a bucket that keeps no versions.
+func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
 	objects := func(yield func(minio.ObjectInfo) bool) {
 		for _, k := range keys {
 			if !yield(minio.ObjectInfo{Key: k}) {

@@ -144,7 +144,9 @@ func TestConditionalDelete(t *testing.T) {
 	err = s.Delete(ctx, "k", store.DeleteOptions{IfMatch: "0" + a.ETag})
 	require.ErrorIs(t, err, store.ErrPrecondition)
 	reqs, hdrs := rec.take()
-	require.Len(t, reqs, 1)
+	// A 412 is followed by a HEAD: some servers answer a conditional
+	// delete of a missing key with 412, which is not a failure.
+	require.Equal(t, []string{"DELETE ?", "HEAD ?"}, reqs)
 	assert.Equal(t, `"0`+a.ETag+`"`, hdrs[0].Get("If-Match"), "the transport must add If-Match to the DELETE")
 	body, _ := read(t, s, "k")
 	assert.Equal(t, "v", body, "a failed conditional delete must keep the object")

@@ -24,7 +24,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
 	"github.com/commitptr/commitptr/store/internal/partupload"
-	"github.com/commitptr/commitptr/store/internal/putbody"
+	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
@@ -242,7 +242,7 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 // at most store.MaxConditionalSize bytes (buffered if the body cannot seek):
 // servers exist that ignore conditions on CompleteMultipartUpload.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	b, err := putbody.Read(body, opts, PartThreshold, maxObjectSize)
+	b, err := portable.Read(body, opts, PartThreshold, maxObjectSize)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
@@ -301,36 +301,24 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // Delete asks with a HEAD whether the key exists before reporting
 // store.ErrPrecondition. On a bucket that keeps versions, Delete removes
 // every version of the key (see store.Versioner).
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
-	if v, err := s.versioned(ctx, "delete", key); err != nil {
-		return err
-	} else if v {
-		return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch)
-	}
-	defer func() {
-		if err == nil {
-			s.ver.PlainDeleted(ctx)
-		}
-	}()
+func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+	return s.ver.Delete(ctx, s, "delete", key,
+		func() error { return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch) },
+		func() error { return s.deleteObject(ctx, key, opts) })
+}
+
+// deleteObject is Delete on a bucket that keeps no versions.
+func (s *Store) deleteObject(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket:  &s.bucket,
 		Key:     &key,
 		IfMatch: quoteETag(opts.IfMatch),
 	})
-	if err == nil {
-		return nil
+	if err != nil {
+		// Classified without the If-Match rule: a 404 means the key is gone.
+		err = s.classify("delete", key, false, err)
 	}
-	// Classify without the If-Match rule: a 404 here means the key is gone.
-	err = s.classify("delete", key, false, err)
-	switch {
-	case errors.Is(err, store.ErrNotExist):
-		return nil
-	case errors.Is(err, store.ErrPrecondition) && opts.IfMatch != "":
-		if _, herr := s.Head(ctx, key); errors.Is(herr, store.ErrNotExist) {
-			return nil
-		}
-	}
-	return err
+	return portable.Deleted(ctx, s, key, opts.IfMatch, err)
 }
 
 // DeleteMany removes the keys with DeleteObjects requests of at most
@@ -338,20 +326,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions
 // error. The error, if any, names the keys that were not deleted. On a
 // bucket that keeps versions, DeleteMany removes every version of the keys
 // (see store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) (err error) {
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if v, err := s.versioned(ctx, "delete-many", keys[0]); err != nil {
-		return err
-	} else if v {
-		return s.deleteVersions(ctx, "delete-many", keys, "")
-	}
-	defer func() {
-		if err == nil {
-			s.ver.PlainDeleted(ctx)
-		}
-	}()
+	return s.ver.Delete(ctx, s, "delete-many", keys[0],
+		func() error { return s.deleteVersions(ctx, "delete-many", keys, "") },
+		func() error { return s.deleteObjects(ctx, keys) })
+}
+
+// deleteObjects is DeleteMany on a bucket that keeps no versions.
+func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
 	var failed []string
 	var firstClass error // the class of the first per-key failure
 	var firstErr string  // and its description

@@ -33,11 +33,6 @@ func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
 // sawVersionID records the version id a write was answered with.
 func (s *Store) sawVersionID(id *string) { s.ver.SawVersionID(aws.ToString(id)) }
 
-// versioned reports whether deletes must remove versions, for op on key.
-func (s *Store) versioned(ctx context.Context, op, key string) (bool, error) {
-	return versions.Deletes(ctx, s, op, key)
-}
-
 // deleteVersions deletes every version of keys that a listing shows, older
 // versions before the latest (see store.Versioner), and adds what it freed
 // to the tracker in ctx. With ifMatch (one key), it deletes nothing unless

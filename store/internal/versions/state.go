@@ -61,7 +61,7 @@ func CannotTell(cause error) error {
 // versioning is suspended, or to one without versioning on some servers,
 // so it proves nothing. An answer the bucket gave before (versioning
 // enabled since) gives way; a declared one stays, and the plain deletes
-// it makes report that they freed nothing (PlainDeleted).
+// it makes report that they freed nothing (Delete).
 func (v *State) SawVersionID(id string) {
 	if id == "" || id == "null" {
 		return
@@ -77,21 +77,23 @@ func (v *State) SawVersionID(id string) {
 	}
 }
 
-// PlainDeleted tells the tracker in ctx that a plain delete freed nothing
-// on a bucket that keeps versions, though it was declared not to: it only
-// added delete markers.
-func (v *State) PlainDeleted(ctx context.Context) {
+// Delete runs a driver's delete of key (the first of several) for op: on a
+// bucket that keeps versions everyVersion, which removes every version of
+// the keys, and on another plain. A plain delete on a bucket that keeps
+// versions though it was declared not to only adds delete markers, and
+// Delete tells the tracker in ctx that it freed nothing.
+func (v *State) Delete(ctx context.Context, s store.Versioner, op, key string, everyVersion, plain func() error) error {
+	switch keeps, err := s.Versioning(ctx); {
+	case err != nil:
+		return store.Wrap(op, key, nil, err)
+	case keeps == store.VersioningOn:
+		return everyVersion()
+	}
+	if err := plain(); err != nil {
+		return err
+	}
 	if v.keeps.Load() {
 		store.AddFreed(ctx, store.Freed{Versioned: true})
 	}
-}
-
-// Deletes reports whether deletes of s must remove versions, for op on
-// key.
-func Deletes(ctx context.Context, s store.Versioner, op, key string) (bool, error) {
-	v, err := s.Versioning(ctx)
-	if err != nil {
-		return false, store.Wrap(op, key, nil, err)
-	}
-	return v == store.VersioningOn, nil
+	return nil
 }

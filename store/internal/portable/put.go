@@ -1,19 +1,4 @@
-// Package putbody is the part of Put that every cloud driver shares: it
-// checks the arguments and reads as much of the body as it takes to choose
-// between one request and a multipart upload.
-//
-// The rules, the same for every driver:
-//   - a nil body, a Size below zero or above the service's largest object,
-//     and IfMatch with IfNoneMatch are refused before any request;
-//   - a conditional write is one request of at most
-//     store.MaxConditionalSize bytes, since some servers check the
-//     condition on a single PUT but not when they complete a multipart
-//     upload;
-//   - a body whose length differs from a declared Size fails, before the
-//     upload is completed;
-//   - a seekable body is measured, not copied, so that an SDK can rewind it
-//     to retry.
-package putbody
+package portable
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package putbody
+package portable
 
 import (
 	"bytes"
