@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"store/internal/partupload":  3,
 	"store/internal/httptimeout": 2,
 	"store/internal/versions":    2,
+	"store/internal/portable":    2,
 	"store":                      1,
 	"internal/ctxtime":           0,
 	"internal/strictjson":        0,
