@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -156,8 +157,9 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	if err != nil {
 		return nil, err
 	}
+	rawURL, pathStyle := g.pathStyle(u, rawURL)
 	s, err := store.Open(ctx, rawURL, store.Config{
-		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: g.PathStyle,
+		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: pathStyle,
 		Timeouts: timeouts,
 	})
 	if err != nil {
@@ -171,6 +173,21 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 		s = store.WithLog(s, g.log())
 	}
 	return s, nil
+}
+
+// pathStyle applies --path-style to the URL u of rawURL. A Config's
+// PathStyle can only turn path style on, so a flag given on the command
+// line, false included, goes into an S3 URL's path_style parameter, where
+// it overrides the URL's own or its remote's.
+func (g *globalOptions) pathStyle(u *url.URL, rawURL string) (string, bool) {
+	if g.flags == nil || !g.flags.Changed("path-style") || (u.Scheme != "s3" && u.Scheme != "minio") {
+		return rawURL, g.PathStyle
+	}
+	q := u.Query()
+	q.Set("path_style", strconv.FormatBool(g.PathStyle))
+	v := *u
+	v.RawQuery = q.Encode()
+	return v.String(), false
 }
 
 // explicitTimeouts returns the timeouts given on the command line; the

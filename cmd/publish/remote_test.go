@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/store"
 )
 
 // writeConfig writes a config file and returns its path.
@@ -129,4 +130,31 @@ func TestRemoteNotResolvedForCompletion(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(home, "publish", "config"), []byte("[prod\n"), 0o600))
 	code, out, errs := cli(t, "", cobra.ShellCompRequestCmd, "ls", "prod:")
 	require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out, errs)
+}
+
+// TestPathStyleFlagOverridesTheURL: --path-style given on the command line,
+// false included, decides the path style of an S3 URL whatever the URL or
+// its remote says; without the flag the URL decides.
+func TestPathStyleFlagOverridesTheURL(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		url     string
+		want    string
+		wantCfg bool
+	}{
+		{nil, "s3://b/p?path_style=true", "s3://b/p?path_style=true", false},
+		{[]string{"--path-style=false"}, "s3://b/p?path_style=true", "s3://b/p?path_style=false", false},
+		{[]string{"--path-style"}, "minio://b/p?region=r", "minio://b/p?path_style=true&region=r", false},
+		{[]string{"--path-style"}, "file:///tmp/x", "file:///tmp/x", true},
+	} {
+		var g globalOptions
+		cmd := &cobra.Command{Use: "x"}
+		g.AddFlags(cmd)
+		require.NoError(t, cmd.ParseFlags(c.args))
+		u, err := store.ParseURL(c.url)
+		require.NoError(t, err)
+		got, cfg := g.pathStyle(u, c.url)
+		assert.Equal(t, c.want, got, "%v %s", c.args, c.url)
+		assert.Equal(t, c.wantCfg, cfg, "%v %s", c.args, c.url)
+	}
 }
