@@ -42,8 +42,7 @@ var layers = map[string]int{
 // testSupport are the packages only tests import.
 var testSupport = map[string]bool{
 	"store/storetest": true, "internal/faultstore": true, "internal/faults": true,
-	"internal/faults/remote": true, "internal/teststores": true, "internal/s3server": true,
-	"internal/gcsserver": true, "internal/azurite": true, "internal/procattr": true,
+	"internal/faults/remote": true, "internal/testenv": true, "internal/procattr": true,
 	"internal/reliability": true, "internal/perf": true, "internal/wanproxy": true,
 	"internal/wanproxy/cmd/wanproxy": true,
 }

@@ -17,8 +17,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -30,7 +29,7 @@ import (
 // that triggers the sha256 check. An object replaced by another of the same
 // length must still fail the read that delivers its last byte, not pass.
 func TestReaderExactLengthRead(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"a.txt": "good data"}, commit.CommitOptions{})
@@ -82,7 +81,7 @@ func TestFenceIdentitySpellings(t *testing.T) {
 			return real, link
 		},
 		"s3 and minio drivers": func(t *testing.T) (string, string) {
-			srv := s3server.Shared(t)
+			srv := testenv.S3(t)
 			srv.UseCredentials()
 			bucket := srv.NewBucket(t)
 			q := "?endpoint=" + url.QueryEscape(srv.Endpoint) + "&path_style=true"
@@ -179,7 +178,7 @@ func TestManyLeasesFillThePointer(t *testing.T) {
 // write_id was never the pointer's: the pointer value returned must be one
 // the pointer had.
 func TestCommitReturnsThePointerWritten(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		_, err := publish(t, commit.New(s), map[string]string{"x": "first"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		fs := faultstore.New(s)

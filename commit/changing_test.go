@@ -16,7 +16,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -84,7 +84,7 @@ func localChanges() []localChange {
 // (not the store's byte count); the Tx holds no entry for it, and Discard
 // leaves the store empty: nothing of it is committed.
 func TestAddDirRefusesFileChangedWhileRead(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		for _, ch := range localChanges() {
 			t.Run(f.Name+"/"+ch.name, func(t *testing.T) {
 				ctx := context.Background()

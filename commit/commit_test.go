@@ -20,14 +20,13 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // publish commits files (path → content) as one generation.
 func publish(t *testing.T, d *commit.Dataset, files map[string]string, opts commit.CommitOptions) (*pointer.Pointer, error) {
@@ -67,7 +66,7 @@ func checkComplete(t *testing.T, d *commit.Dataset) *commit.Snapshot {
 }
 
 func TestCommitAndRead(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s, commit.WithWriter("test"))
 		_, err := d.Open(ctx)
@@ -113,7 +112,7 @@ func TestCommitAndRead(t *testing.T) {
 }
 
 func TestIncrementalAndCompression(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
@@ -162,7 +161,7 @@ func TestIncrementalAndCompression(t *testing.T) {
 // loser's objects are gone, the pointer always resolves completely (I1),
 // and every reader sees exactly one generation's files (I3).
 func TestConcurrentWriters(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"a": "init", "b": "init", "c": "init"}, commit.CommitOptions{})
@@ -293,7 +292,7 @@ func TestLostResponse(t *testing.T) {
 		{"sdk-retry-412", faultstore.AfterRetry, nil},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				fs := faultstore.New(s)
 				d := commit.New(fs)
 				_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -313,7 +312,7 @@ func TestLostResponse(t *testing.T) {
 // another writer commits on top before I read the pointer back. I must
 // find my generation by walking the parent chain, and keep my objects.
 func TestBuiltOnTopOfMe(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -347,7 +346,7 @@ func TestBuiltOnTopOfMe(t *testing.T) {
 // TestCommitUnknown: the pointer write fails and the read-back fails too.
 // The commit must say so and delete nothing.
 func TestCommitUnknown(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		fs := faultstore.New(s)
 		d := commit.New(fs)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -369,7 +368,7 @@ func TestCommitUnknown(t *testing.T) {
 // TestNotAppliedRetries: the pointer write fails before it is sent; the
 // commit re-reads, finds nothing changed, and retries without restaging.
 func TestNotAppliedRetries(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		fs := faultstore.New(s)
 		c := store.Count(fs)
 		d := commit.New(c)
@@ -388,7 +387,7 @@ func TestNotAppliedRetries(t *testing.T) {
 // TestStalledWriter: the collector's horizon passes the writer's staging
 // start while it stalls. Its commit must be refused and the pointer kept.
 func TestStalledWriter(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
@@ -415,7 +414,7 @@ func TestStalledWriter(t *testing.T) {
 // TestHorizonMovedOnly: the horizon moves but stays behind the writer's
 // staging start; the commit retries the CAS and succeeds.
 func TestHorizonMovedOnly(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
@@ -439,7 +438,7 @@ func TestHorizonMovedOnly(t *testing.T) {
 }
 
 func TestFencing(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
 		p, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{Fence: 5})
 		require.NoError(t, err)
@@ -465,7 +464,7 @@ func TestFencing(t *testing.T) {
 }
 
 func TestUpdateDataset(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const workers, incs = 6, 4
 		d := commit.New(s, commit.WithRetry(commit.Retry{Attempts: 200, Base: time.Millisecond, Max: 100 * time.Millisecond}))
 		_, err := publish(t, d, map[string]string{"count": "0", "other": "kept"}, commit.CommitOptions{})
@@ -517,7 +516,7 @@ func TestUpdateDataset(t *testing.T) {
 // objects. It commits while that generation is retained, and is refused
 // once the collector's floor has passed it.
 func TestRollbackBelowFloor(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
@@ -662,7 +661,7 @@ func TestPinRenewLandsLate(t *testing.T) {
 // on the manifest is itself cut, the writer reads again instead of taking
 // the half it got for someone else's manifest.
 func TestManifestReadBackCut(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			fs := faultstore.New(f.New(t))
 			d := commit.New(fs)
@@ -680,7 +679,7 @@ func TestManifestReadBackCut(t *testing.T) {
 // TestManifestSpurious412: the manifest PUT lands, its response is lost and
 // the SDK's retry gets 412 from our own write. The commit goes on.
 func TestManifestSpurious412(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			fs := faultstore.New(f.New(t))
 			d := commit.New(fs)
@@ -697,7 +696,7 @@ func TestManifestSpurious412(t *testing.T) {
 // Each Put writes a key of its own, so the committed generation still
 // reads the first content, whatever the failed write did.
 func TestFailedRePut(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		for name, mode := range map[string]faultstore.Mode{"lands at once": faultstore.After, "lands after the commit": faultstore.Hold} {
 			t.Run(f.Name+"/"+name, func(t *testing.T) {
 				ctx := context.Background()
@@ -752,7 +751,7 @@ func TestRePut(t *testing.T) {
 // is refused, and its object, which lands after the commit, is not part
 // of the generation.
 func TestPutRacingCommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -133,7 +133,7 @@ func TestManifestChecksumMismatch(t *testing.T) {
 // fails verification at EOF; a deleted one reads as ErrMissing, not
 // ErrCollected: the collector never deleted it.
 func TestDataChecksumMismatch(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"same-size": "hello", "shorter": "hello", "longer": "hello", "gone": "x"}, commit.CommitOptions{})
@@ -171,7 +171,7 @@ func TestWrongLengthRefused(t *testing.T) {
 	defer enc.Close()
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d := commit.New(s, commit.WithCompression(compress))
 				_, err := publish(t, d, map[string]string{"longer": body, "shorter": body}, commit.CommitOptions{})

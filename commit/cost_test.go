@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -27,7 +27,7 @@ import (
 // 1 pointer GET + 1 manifest GET + K GETs, no LIST on either path, and
 // neither grows with history.
 func TestRequestFloor(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const k = 5
 		ctx := context.Background()
 		tr := &trace{Store: s}
@@ -69,7 +69,7 @@ func TestRequestFloor(t *testing.T) {
 // base itself), the changed files' PUTs, the manifest PUT and the pointer
 // PUT.
 func TestIncrementalCost(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const k = 1000
 		tr := &trace{Store: s}
 		c := store.Count(tr)
@@ -105,7 +105,7 @@ func TestIncrementalCost(t *testing.T) {
 // published by its own commit proves them with one LIST page, not a HEAD
 // for each generation they sit in.
 func TestKeptFilesCost(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const parts = 8
 		ctx := context.Background()
 		tr := &trace{Store: s}
@@ -148,7 +148,7 @@ func TestKeptFilesCost(t *testing.T) {
 // latency of a commit after 10 and after 1,000 prior commits, on mem and on
 // the real S3 server. Run: go test -run - -bench Commit ./commit
 func BenchmarkCommit(b *testing.B) {
-	for _, f := range []teststores.Factory{teststores.All()[0], teststores.All()[2]} {
+	for _, f := range []testenv.Factory{testenv.Stores()[0], testenv.Stores()[2]} {
 		for _, prior := range []int{10, 1000} {
 			b.Run(fmt.Sprintf("%s/K=10/prior=%d", f.Name, prior), func(b *testing.B) {
 				ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -31,7 +31,7 @@ func readPointer(t *testing.T, s store.Store) *pointer.Pointer {
 // commit without a token is not fenced unless the dataset asks for fenced
 // writers only.
 func TestFencesPerLease(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		const a, b = "s3://bucket/jobs/_lease/a", "s3://bucket/jobs/_lease/b"
@@ -188,7 +188,7 @@ func TestRegisterFenceCost(t *testing.T) {
 // of a new lease, like a registration, is refused while the pointer is
 // full.
 func TestForgetFence(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		assert.ErrorIs(t, d.ForgetFence(ctx, "s3://bucket/_lease/a"), commit.ErrNoCommits)

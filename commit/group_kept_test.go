@@ -14,7 +14,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -61,7 +61,7 @@ func (p *proofs) all() []string {
 // The writer's request log shows no HEAD and no listing under _gen/, and
 // the commit that carried it holds everything.
 func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fa := faultstore.New(s)
 		a := commit.New(fa)
@@ -124,7 +124,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 // ErrMissingObject, naming the key, and nothing is committed: the pointer
 // never names the dangling reference.
 func TestGroupWriterProvesKeptFiles(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d, gone := keptSetup(t, s)
 		require.NoError(t, s.Delete(ctx, gone.Key, store.DeleteOptions{}))

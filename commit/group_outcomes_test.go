@@ -24,7 +24,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -175,7 +175,7 @@ func joinRound(t *testing.T, s store.Store) {
 // added, removed, under the scope), the fence of its lease, no overlap
 // with the carrier, and never the carrier's own Tx.
 func TestGroupCarrierTakesOnlyValidIntents(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		const lease = "mem://x/_lease/forged"

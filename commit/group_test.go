@@ -18,7 +18,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -72,7 +72,7 @@ func holdRound(t *testing.T, fs *faultstore.Store, s store.Store, then func()) {
 // one commit holds both writers' changes, the carried Tx returns that
 // commit, keeps its objects, and leaves no intent behind.
 func TestGroupCarried(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
 		tx, p, tx3, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
@@ -100,7 +100,7 @@ func TestGroupCarried(t *testing.T) {
 // leaves its intent to it (one DeleteMany for a round, not one per
 // writer), and none is left behind.
 func TestGroupCarrierDeletesRound(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		var w *putKeys
 		tx, _, _, p3, err := groupRaceVia(t, s, func(fs store.Store) store.Store { w = &putKeys{Store: fs}; return w }, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
@@ -124,7 +124,7 @@ func TestGroupCarrierDeletesRound(t *testing.T) {
 // own commit would have: a former holder with a lower token is refused
 // from then on.
 func TestGroupCarriesFence(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const lease = "mem://x/_lease/nightly"
 		tx, _, _, p3, err := groupRace(t, s, commit.CommitOptions{Fence: 5, FenceLease: lease}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
@@ -143,7 +143,7 @@ func TestGroupCarriesFence(t *testing.T) {
 // group commit: a ConflictError naming the path, its objects and intent
 // deleted.
 func TestGroupOverlapNotCarried(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		d := commit.New(s)
 		tx, _, tx3, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "mine/", map[string]string{"g": "third"})
@@ -167,7 +167,7 @@ func TestGroupOverlapNotCarried(t *testing.T) {
 // deletes its objects; it reports the cancellation, not an unknown
 // outcome.
 func TestGroupCancelledWithdraws(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		fs := faultstore.New(s)
@@ -199,7 +199,7 @@ func TestGroupCancelledWithdraws(t *testing.T) {
 // to the old one, and their writers may already have seen it go and taken
 // them for dead. It rounds again on the new value, where they are not.
 func TestGroupRebuiltAfterRewrite(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs, fs3 := faultstore.New(s), faultstore.New(s)
 		d, other, direct := commit.New(fs), commit.New(fs3), commit.New(s)
@@ -235,7 +235,7 @@ func TestGroupRebuiltAfterRewrite(t *testing.T) {
 // without a commit (a fence registered): the intent is dead, not unknown,
 // and the writer rounds again on the new value and commits.
 func TestGroupFollowerSeesRewrite(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d, direct := commit.New(fs), commit.New(s)
@@ -272,7 +272,7 @@ func TestGroupFollowerSeesRewrite(t *testing.T) {
 // pointer, as a follower does, instead of carrying the round itself on V
 // (only one of two such commits could land). One commit holds both.
 func TestGroupTogetherOneLeader(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		var watch *roundWatch
 		togetherRound(t, s, func(fs store.Store) store.Store { watch = &roundWatch{Store: fs}; return watch }, func(wakeFollower func()) {
 			ev := watch.arm()
@@ -398,7 +398,7 @@ func (sl *stepSleeper) wake() { sl.once.Do(func() { close(sl.done) }) }
 // next fresh writer sends no request under the intent directory at all,
 // and a writer that loses to a closed value rebases without a round.
 func TestGroupRoundsOnlyOnOpenValues(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		_, _, _, p3, err := groupRace(t, s, commit.CommitOptions{}, func(other *commit.Dataset) *commit.Tx {
 			return partition(t, other, "third/", map[string]string{"f": "third"})
@@ -658,7 +658,7 @@ func TestGroupOldIntentsElsewhereIgnored(t *testing.T) {
 // but that finds in its LIST of the intent directory a recent intent on
 // another value, opens a round instead of going alone.
 func TestGroupWriterSeesIntentsElsewhere(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		direct := commit.New(s)
 		_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})

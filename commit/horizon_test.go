@@ -13,7 +13,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -52,7 +52,7 @@ func (p *pointerTimes) last() time.Time {
 // The horizon is written as the collector writes it, equal to the staging
 // start this Tx read (on s3 and minio a whole second), on every driver.
 func TestHorizonSameSecond(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		seen := &pointerTimes{Store: s}
 		d := commit.New(seen)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -108,7 +108,7 @@ func assertNoObjectHolds(t *testing.T, s store.Store, bodies ...string) {
 	ctx := context.Background()
 	for o, err := range store.List(ctx, s, "", "", "") {
 		require.NoError(t, err)
-		b := teststores.ReadString(t, s, o.Key)
+		b := testenv.ReadString(t, s, o.Key)
 		for _, body := range bodies {
 			assert.NotContains(t, b, body, "object %s", o.Key)
 		}

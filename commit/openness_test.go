@@ -13,7 +13,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -39,7 +39,7 @@ func TestDefaultOpennessNeedsTwoOtherWriters(t *testing.T) {
 // intent on it.
 func TestRoundsOnlyOnValuesThatRebasedThrice(t *testing.T) {
 	commit.SetOpenness(t, commit.DefaultOpenness.Rebased, commit.DefaultOpenness.Carried)
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		_, err := publish(t, commit.New(s), map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -54,7 +54,7 @@ func pinnedChain(t *testing.T, s store.Store, ttl time.Duration) (*commit.Datase
 // (new and old pin bodies); a rollback to it commits under a pin of its
 // own, and not without one.
 func TestPinnedGenerationOffChain(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		_, pin, gen := pinnedChain(t, s, time.Hour)
 		d := commit.New(s)

@@ -17,7 +17,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -329,7 +329,7 @@ func TestRebaseLandingBeforeHorizonCASKeepsObjects(t *testing.T) {
 // taken as an orphan. Writers refused as stale or lost try again. On mem,
 // fs and s3.
 func TestRebaseUnderBackToBackCollections(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
 		}
@@ -463,7 +463,7 @@ func rollbackTo(t *testing.T, d *commit.Dataset, seq uint64) *pointer.Pointer {
 // (whose files sit under the Tx's original id) commits and survives a
 // collection too (I1, I4).
 func TestRebaseOnRollback(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
@@ -504,7 +504,7 @@ func TestRebaseOnRollback(t *testing.T) {
 // other's first generation instead of losing, with seq 2 and the winner
 // as parent. On every local driver and s3.
 func TestRebaseOnFirstCommit(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
 		}
@@ -533,7 +533,7 @@ func TestRebaseOnFirstCommit(t *testing.T) {
 // the pointer never names the rebased manifest whose objects were just
 // deleted (I1, I6). On mem, fs and s3.
 func TestRebasedCASHeldPastDiscardFails(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name != "mem" && f.Name != "fs" && f.Name != "s3" {
 			continue
 		}

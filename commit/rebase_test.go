@@ -18,7 +18,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -103,7 +103,7 @@ func partitionWith(t *testing.T, d *commit.Dataset, prefix string, files map[str
 // the union; nothing is uploaded twice, and every rebased manifest has the
 // winner as parent and the Tx's staging start.
 func TestRebaseDisjoint(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		puts := &dataPuts{Store: s}
 		d := commit.New(puts)
@@ -198,7 +198,7 @@ func readManifest(t *testing.T, s store.Store, gen string) *generation.Manifest 
 // TestRebaseOverlap: writers that read a path the winner changed lose as
 // without rebase, naming the paths, and delete what they staged.
 func TestRebaseOverlap(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"shared": "0", "p/old": "o"}, commit.CommitOptions{})
@@ -332,7 +332,7 @@ func TestRebaseReads(t *testing.T) {
 func TestRebaseLostResponse(t *testing.T) {
 	for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
 		t.Run(fmt.Sprint("mode", mode), func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				fs := faultstore.New(s)
 				d := commit.New(fs)
@@ -364,7 +364,7 @@ func TestRebaseLostResponse(t *testing.T) {
 // and sent again; one whose response is lost while another writer commits
 // on top is settled as ours by the walk down the chain.
 func TestRebaseSettled(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -428,7 +428,7 @@ func TestRebaseUnknownFirst(t *testing.T) {
 // rebases on: a higher token of its lease registered meanwhile refuses it,
 // and the pointer keeps the fences of the head.
 func TestRebaseFenced(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		const lease, other = "mem://x/_lease/job", "mem://x/_lease/other"
 		fs := faultstore.New(s)
@@ -474,7 +474,7 @@ func TestRebaseFenced(t *testing.T) {
 // the Tx's own id, outside the chain. On every driver; the staging start
 // is the Date of the Tx's pointer GET, as TestHorizonSameSecond reads it.
 func TestRebaseHorizon(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		seen := &pointerTimes{Store: s}
 		fs := faultstore.New(seen)

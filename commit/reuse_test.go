@@ -15,7 +15,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -51,7 +51,7 @@ func putDir(t *testing.T, d *commit.Dataset, dir string) (*commit.Tx, *pointer.P
 // files again instead of referencing them, and the new generation reads
 // completely (I1); the other files are still reused.
 func TestReuseProvesObjects(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		dir := writeFiles(t, 10, "1")
@@ -87,7 +87,7 @@ func TestReuseProvesObjects(t *testing.T) {
 // commit fails with ErrMissingObject naming the path and the key, and the
 // dataset is unchanged.
 func TestReferenceWithoutSource(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"x": "1", "y": "1"}, commit.CommitOptions{})
@@ -156,7 +156,7 @@ func TestWithoutReuse(t *testing.T) {
 // of 1,000 with one LIST page each. A missing object is caught on both
 // paths and its file uploaded again.
 func TestReuseProofPaths(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			const n = 3000
 			ctx := context.Background()
@@ -195,7 +195,7 @@ func TestReuseProofPaths(t *testing.T) {
 // superseded object. The writer's commit is a lost race, which Update
 // retries on the new base, not a damaged dataset.
 func TestMissingAfterBaseMoved(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		_, err := publish(t, d, map[string]string{"x": "1", "y": "1"}, commit.CommitOptions{})
@@ -250,7 +250,7 @@ func baseEntry(t *testing.T, tx *commit.Tx, path string) generation.Entry {
 // with an older version whose object is gone, is not "repaired" with the
 // local file, which holds other content: the commit fails.
 func TestKeepFromOverReuse(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)

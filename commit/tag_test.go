@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -20,7 +20,7 @@ import (
 // with force it moves by a compare-and-swap, so a change of the tag made
 // between its read and the write is never overwritten.
 func TestTagNeverMovesByAccident(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var interfere atomic.Bool
 		var other *commit.Snapshot

@@ -16,7 +16,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -36,7 +36,7 @@ func TestCommitDuringHorizonCAS(t *testing.T) {
 		held int // CASes held in flight
 	}{{"one window", 1}, {"two windows", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+			testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d := dataset(s)
 				for i := range 3 {

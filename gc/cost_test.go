@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/gc"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -74,7 +74,7 @@ func BenchmarkCollect(b *testing.B) {
 		gens = n
 	}
 	const perGen, keep = 10, 2
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if only := os.Getenv("GC_BENCH_DRIVERS"); only != "" && only != f.Name {
 			continue
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -31,7 +31,7 @@ import (
 // current generation and its parent goes; a second run finds nothing to
 // do and does not touch the pointer.
 func TestCollectsSuperseded(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		for i := range 5 {
@@ -88,7 +88,7 @@ func TestCollectsSuperseded(t *testing.T) {
 // TestSharedKeys: incremental commits reference objects under older
 // generations; collecting those generations keeps the shared objects.
 func TestSharedKeys(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		p1 := publish(t, d, false, map[string]string{"a": "a1", "b": "b1", "c": "c1", "dir/_manifest": "not a manifest"})
@@ -140,7 +140,7 @@ func TestSharedKeys(t *testing.T) {
 // pins are dropped; once unpinned it is collected, as an orphan since the
 // chain to it was cut.
 func TestPins(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		p1 := publish(t, d, false, files(3, "one"))
@@ -183,7 +183,7 @@ func TestPins(t *testing.T) {
 // collection take less than the orphan age, so that age is derived from
 // how long staging the stalled one took: a loaded machine gets a longer one.
 func TestStalledWriter(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(2, "base"))
@@ -220,7 +220,7 @@ func TestStalledWriter(t *testing.T) {
 // TestNoPointer: without a pointer there is nowhere to publish a horizon,
 // so nothing is collected, not even an old orphan.
 func TestNoPointer(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		tx := stage(t, dataset(s), 2)
 		before := objects(t, s)
@@ -237,7 +237,7 @@ func TestNoPointer(t *testing.T) {
 // TestDryRun: a dry run sends no write, not even for a lease, and plans
 // exactly what the real run then does.
 func TestDryRun(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		for i := range 4 {
@@ -333,7 +333,7 @@ func TestGraceBySuccessorAge(t *testing.T) {
 // TestTwoCollectors: two collectors started together; exactly one works,
 // the other reports who holds the lease and does nothing.
 func TestTwoCollectors(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		for i := range 4 {
@@ -441,7 +441,7 @@ func TestLeaseTakenOver(t *testing.T) {
 		})
 	})
 	var wg sync.WaitGroup
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name == "mem" {
 			continue
 		}
@@ -524,7 +524,7 @@ func TestCrashBetweenBatches(t *testing.T) {
 		manifest bool // the manifest's request fails, not a data request
 	}{{"data", false}, {"manifest", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+			testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d, big := seedBig(t, s, 1001)
 				fs := faultstore.New(s)
@@ -707,7 +707,7 @@ func TestCorruptState(t *testing.T) {
 		}, generation.ErrCorrupt, "../x", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d := dataset(s)
 				x := setup{s: s}
@@ -841,7 +841,7 @@ func TestLeavesUnknownKeysAlone(t *testing.T) {
 // run rewrites the pointer to register its lease token, so the test
 // writes that intent whenever the collector writes the pointer.)
 func TestDeadIntents(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(1, "one"))

@@ -12,7 +12,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -113,7 +113,7 @@ func (b *beforePointerRead) Get(ctx context.Context, key string) (io.ReadCloser,
 // uncommitted job, and the commit record a committed job left, while the
 // committed job's files stay.
 func TestGCDropsJobRecordsOnEveryDriver(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(1, "base"))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
@@ -38,8 +38,8 @@ func TestLeftovers(t *testing.T) {
 		return generation.Dir + gen + "/big"
 	}
 	key := newKey()
-	finish := teststores.StalledPut(t, s, key, partial)
-	require.Eventually(t, func() bool { return len(teststores.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	finish := testenv.StalledPut(t, s, key, partial)
+	require.Eventually(t, func() bool { return len(testenv.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	// Younger than the orphan age: kept, and the upload completes.
 	opts := strict()
@@ -48,20 +48,20 @@ func TestLeftovers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, rep.Leftovers)
 	require.NoError(t, finish())
-	assert.Empty(t, teststores.FSTempFiles(root))
+	assert.Empty(t, testenv.FSTempFiles(root))
 
 	// A stalled upload past the orphan age (none here): removed, and the
 	// upload can no longer publish.
 	key = newKey()
-	finish = teststores.StalledPut(t, s, key, partial)
-	require.Eventually(t, func() bool { return len(teststores.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	finish = testenv.StalledPut(t, s, key, partial)
+	require.Eventually(t, func() bool { return len(testenv.FSTempFiles(root)) == 1 }, 10*time.Second, 5*time.Millisecond)
 	rep, err = gc.Run(ctx, s, strict())
 	require.NoError(t, err)
 	assert.Equal(t, store.Leftovers{Count: 1, Bytes: int64(len(partial))}, rep.Leftovers)
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text))
 	assert.Contains(t, text.String(), "leftovers of interrupted writes removed: 1")
-	assert.Empty(t, teststores.FSTempFiles(root))
+	assert.Empty(t, testenv.FSTempFiles(root))
 	require.Error(t, finish())
 	_, err = s.Head(ctx, key)
 	require.ErrorIs(t, err, store.ErrNotExist)
@@ -78,7 +78,7 @@ func TestLeftoversWithoutPointer(t *testing.T) {
 		gen, err := generation.New()
 		require.NoError(t, err)
 		key := generation.DataKey(gen, "big")
-		finish := teststores.StalledPut(t, s, key, partial)
+		finish := testenv.StalledPut(t, s, key, partial)
 		require.Eventually(t, started, 30*time.Second, 10*time.Millisecond)
 
 		opts := strict()
@@ -112,13 +112,13 @@ func TestLeftoversWithoutPointer(t *testing.T) {
 		base, err := fs.New(root)
 		require.NoError(t, err)
 		sweeps(t, store.WithPrefix(base, "ds/"), bytes.Repeat([]byte("x"), 1000), func() bool {
-			return len(teststores.FSTempFiles(root)) == 1
+			return len(testenv.FSTempFiles(root)) == 1
 		})
-		assert.Empty(t, teststores.FSTempFiles(root))
+		assert.Empty(t, testenv.FSTempFiles(root))
 	})
 	t.Run("s3", func(t *testing.T) {
 		var s store.Store
-		for _, f := range teststores.All() {
+		for _, f := range testenv.Stores() {
 			if f.Name == "s3" {
 				s = f.New(t)
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -96,7 +96,7 @@ func TestCorruptPointerWritesNothing(t *testing.T) {
 		}, pointer.ErrCorrupt, func([]string) string { return pointer.ErrCorrupt.Error() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d := dataset(s)
 				var gens []string
@@ -166,7 +166,7 @@ func (c *corruptAfterRead) Get(ctx context.Context, key string) (io.ReadCloser, 
 // registration's CAS fails and the pointer is read again; read corrupt,
 // it is refused like one found corrupt at first, and left as it is.
 func TestPointerCorruptedBeforeRegistrationIsNotRewritten(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		var last *pointer.Pointer

@@ -11,7 +11,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -70,7 +70,7 @@ func TestRenewedPinAcrossReplans(t *testing.T) {
 // the collector lists the pins again after its CAS and keeps the pinned
 // generation.
 func TestPinAfterListing(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		first := publish(t, d, false, files(2, "one"))

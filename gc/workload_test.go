@@ -16,7 +16,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -39,7 +39,7 @@ func TestMixedWorkload(t *testing.T) {
 		orphanAge = 2 * time.Second
 		nfiles    = 6
 	)
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := dataset(s)
 		publish(t, d, false, files(nfiles, "seed"))

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/store"
 )
@@ -25,8 +25,8 @@ import (
 func BenchmarkJobCommitAgainstPut(b *testing.B) {
 	const tasks = 1000
 	ctx := context.Background()
-	var s3 teststores.Factory
-	for _, f := range teststores.All() {
+	var s3 testenv.Factory
+	for _, f := range testenv.Stores() {
 		if f.Name == "s3" {
 			s3 = f
 		}

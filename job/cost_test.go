@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -66,7 +66,7 @@ func commitWant(tasks int) store.Counts {
 // 1 manifest PUT and 1 pointer GET and PUT (with the commit record's two
 // PUTs and the records' removal), whatever the data.
 func TestJobCostIsOneRecordPerTaskAndOneCommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const tasks = 5
 		taskCost, commitCost := jobCost(t, s, tasks)
 		var want store.Counts

@@ -17,14 +17,13 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // runTask stages files (path → content) as one attempt of task and
 // commits the task.
@@ -65,7 +64,7 @@ func readAll(t *testing.T, d *commit.Dataset) map[string]string {
 }
 
 func TestJobCommitPublishesEveryTaskAtOnce(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "run-1", job.Options{})
@@ -91,7 +90,7 @@ func TestJobCommitPublishesEveryTaskAtOnce(t *testing.T) {
 }
 
 func TestJobCommitMergesIntoReplacesOrAdds(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)
@@ -119,7 +118,7 @@ func TestJobCommitMergesIntoReplacesOrAdds(t *testing.T) {
 }
 
 func TestSecondAttemptOfATaskLosesAndDeletesOnlyItsOwnObjects(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -144,7 +143,7 @@ func TestSecondAttemptOfATaskLosesAndDeletesOnlyItsOwnObjects(t *testing.T) {
 }
 
 func TestConcurrentAttemptsOfATaskCommitExactlyOne(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -182,7 +181,7 @@ func TestConcurrentAttemptsOfATaskCommitExactlyOne(t *testing.T) {
 }
 
 func TestExpectTasksRefusesBeforeWritingAnything(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -210,7 +209,7 @@ func TestExpectTasksRefusesBeforeWritingAnything(t *testing.T) {
 }
 
 func TestCommitOfACommittedJobReturnsItsGeneration(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -360,7 +359,7 @@ func TestDriverKilledAtEachStepCommitsExactlyOnce(t *testing.T) {
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				h := &hookStore{Store: s}
 				d := commit.New(h)
@@ -406,7 +405,7 @@ func TestDriverKilledAtEachStepCommitsExactlyOnce(t *testing.T) {
 // pointer, is found by the restarted driver when its own write loses: it
 // never commits the job a second time.
 func TestLateCommitOfAnEarlierDriverIsNotDoubled(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -461,7 +460,7 @@ func TestLateCommitOfAnEarlierDriverIsNotDoubled(t *testing.T) {
 }
 
 func TestAbortDeletesTheJobAndRefusesACommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -478,7 +477,7 @@ func TestAbortDeletesTheJobAndRefusesACommit(t *testing.T) {
 }
 
 func TestAbortOfACommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -512,7 +511,7 @@ func TestAbortOfACommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
 }
 
 func TestTaskCommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -545,7 +544,7 @@ func TestTaskCommitWhoseOutcomeIsUnknownDeletesNothing(t *testing.T) {
 // A forged task record that names an object outside its attempt's
 // generation is refused: a job never adopts another generation's key.
 func TestTaskRecordNamingAnotherGenerationsKeyIsRefused(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -568,7 +567,7 @@ func TestTaskRecordNamingAnotherGenerationsKeyIsRefused(t *testing.T) {
 }
 
 func TestTaskOfAJobNeverBegunIsRefused(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		_, err := job.Open(context.Background(), commit.New(s), "nope")
 		require.ErrorIs(t, err, job.ErrNoJob)
 	})
@@ -578,7 +577,7 @@ func TestTaskOfAJobNeverBegunIsRefused(t *testing.T) {
 // collector's horizon: once the horizon reaches it, the tasks' objects may
 // have been collected, and the commit is refused.
 func TestJobCommitIsRefusedOnceTheHorizonPassesTheJobsStart(t *testing.T) {
-	teststores.EachAtOnce(t, func(t *testing.T, s store.Store) {
+	testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		tx, err := d.Begin(ctx)
@@ -615,7 +614,7 @@ func TestJobCommitIsRefusedOnceTheHorizonPassesTheJobsStart(t *testing.T) {
 // it starts its pointer writes, wins: the commit is refused, and no
 // generation references the objects the abort deleted.
 func TestAbortDuringACommitRefusesTheCommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -652,7 +651,7 @@ func (n noLastModified) Get(ctx context.Context, key string) (io.ReadCloser, sto
 // against the collector's horizon, and is refused.
 func TestJobWithoutAStagingStartIsRefused(t *testing.T) {
 	ctx := context.Background()
-	s := noLastModified{teststores.Local()[0].New(t)}
+	s := noLastModified{testenv.LocalStores()[0].New(t)}
 	_, err := job.Begin(ctx, commit.New(s), "j", job.Options{})
 	require.ErrorContains(t, err, "staging start")
 }

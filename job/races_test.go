@@ -14,7 +14,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -25,7 +25,7 @@ import (
 // landed, cannot prove the commit dead: it reports an unknown outcome and
 // deletes nothing, and the write that lands then publishes every file.
 func TestAbortWhileTheCommitsPointerWriteIsInFlightDeletesNothing(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -51,7 +51,7 @@ func TestAbortWhileTheCommitsPointerWriteIsInFlightDeletesNothing(t *testing.T) 
 // commit heard back, finds the generation and refuses, deleting nothing;
 // the commit then returns that generation.
 func TestAbortAfterTheCommitLandedRefusesAndDeletesNothing(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -82,7 +82,7 @@ func TestAbortAfterTheCommitLandedRefusesAndDeletesNothing(t *testing.T) {
 // committed on top of it, walks the history down to the job's generation
 // and commits nothing again.
 func TestRestartedDriverFindsItsCommitBelowOtherWritersCommits(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		d := commit.New(h)
@@ -129,7 +129,7 @@ func TestRestartedDriverFindsItsCommitBelowOtherWritersCommits(t *testing.T) {
 // A task that is not among the expected ids refuses the commit, as a
 // missing one does.
 func TestExpectTaskIDsRefusesATaskNotExpected(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -151,7 +151,7 @@ func TestExpectTaskIDsRefusesATaskNotExpected(t *testing.T) {
 // record when it creates its own, walks from the other driver's base, and
 // commits nothing again.
 func TestDriverWhoseListingMissedTheCommitRecordFindsTheEarlierCommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		h := &hookStore{Store: s}
 		j, err := job.Begin(ctx, commit.New(h), "j", job.Options{})
@@ -197,7 +197,7 @@ func TestDriverWhoseListingMissedTheCommitRecordFindsTheEarlierCommit(t *testing
 // A task record copied under another task's key is refused as corrupt:
 // the job would otherwise publish one attempt's objects as two tasks.
 func TestTaskRecordCopiedUnderAnotherTaskIsRefused(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -216,7 +216,7 @@ func TestTaskRecordCopiedUnderAnotherTaskIsRefused(t *testing.T) {
 // current instance's records, is refused as corrupt: a job begun again
 // never publishes what an earlier instance's attempts staged.
 func TestTaskRecordOfAnEarlierInstanceIsRefused(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -245,7 +245,7 @@ func TestTaskRecordOfAnEarlierInstanceIsRefused(t *testing.T) {
 func TestAttemptWhoseRecordTheJobCommittedNeverDeletesItsObjects(t *testing.T) {
 	for _, tc := range []struct{ name, later string }{{"speculative copy", "a2"}, {"rerun", "a1"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			teststores.Each(t, func(t *testing.T, s store.Store) {
+			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				fs := faultstore.New(s)
 				d := commit.New(fs)
@@ -283,7 +283,7 @@ func TestAttemptWhoseRecordTheJobCommittedNeverDeletesItsObjects(t *testing.T) {
 // tasks' objects it adopted, and commits on the new head: every file of
 // both reads back.
 func TestJobCommitThatLosesItsCompareAndSwapKeepsTheTasksObjects(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		fs := faultstore.New(s)
 		d := commit.New(fs)
@@ -311,7 +311,7 @@ func TestJobCommitThatLosesItsCompareAndSwapKeepsTheTasksObjects(t *testing.T) {
 // it are the job's, and the objects staged before it are still held
 // against the collector's horizon by the start they were staged after.
 func TestBeginOfAnOpenJobResumesTheSameInstance(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -399,7 +399,7 @@ func TestLoserNeverDeletesWhileTheCommitThatReadItsRecordRemovesTheRecords(t *te
 // publishes the files its tasks committed: it never reports the earlier
 // instance's generation, without them, as the job's commit.
 func TestBeginHeldAcrossTheJobsCommitNeverReportsAnotherInstancesCommit(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		d := commit.New(s)
 		first, err := job.Begin(ctx, d, "j", job.Options{})

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 )
@@ -15,7 +15,7 @@ import (
 // benchStores runs fn on a fresh counted store of the mem, fs and s3
 // drivers (s3 against the real test server).
 func benchStores(b *testing.B, fn func(b *testing.B, c *store.Counter)) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name == "minio" {
 			continue // the same server as s3
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -144,7 +144,7 @@ func TestAdoptedRenewalDeadlineFromSend(t *testing.T) {
 		assert.Greater(t, b.Token(), a.Token())
 		assert.False(t, a.Held(), "a and b both hold the lease")
 	})
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		local := newFakeClock()
 		a, sent := adoptRenewal(t, s, local)
 		deadline := sent.Add(54 * time.Minute)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -42,7 +42,7 @@ func epochKeys(t *testing.T, s store.Store, name string) []string {
 }
 
 func TestEpochLock(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		c := store.Count(s)
 		before := c.Counts()
@@ -125,7 +125,7 @@ func TestEpochExpiry(t *testing.T) {
 // history. With 50 old epochs, an acquisition costs what it costs with 2,
 // and its listing returns a bounded number of keys.
 func TestEpochLookupBounded(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		lc := &listCounter{Store: s}
 		c := store.Count(lc)
@@ -222,7 +222,7 @@ func TestCleanupEpochs(t *testing.T) {
 }
 
 func TestEpochAmbiguousCreate(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
 			f := faultstore.New(s)

@@ -17,14 +17,13 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // fakeClock is a settable clock: the mem store's server time, or a
 // holder's local clock (a lease.Clock, whose timers fire when Advance
@@ -186,7 +185,7 @@ func TestBadOptions(t *testing.T) {
 
 // TestCosts checks the request counts of the protocol on every driver.
 func TestCosts(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		c := store.Count(s)
 		measure := func(fn func()) store.Counts {
@@ -273,7 +272,7 @@ func TestCosts(t *testing.T) {
 }
 
 func TestReleaseThenReacquire(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var last uint64
 		for i, owner := range []string{"a", "b", "a", "c"} {
@@ -304,7 +303,7 @@ func TestReleaseThenReacquire(t *testing.T) {
 }
 
 func TestReleaseToken(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "dead", opts("a", time.Hour))
 		require.NoError(t, err)
@@ -452,7 +451,7 @@ func TestClockSkew(t *testing.T) {
 // someone else or as lost.
 func TestAmbiguousWrites(t *testing.T) {
 	modes := map[string]faultstore.Mode{"lost-response": faultstore.After, "spurious-412": faultstore.AfterRetry}
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		for mname, mode := range modes {
 			t.Run(mname, func(t *testing.T) {
@@ -566,7 +565,7 @@ func TestRenewRetriesTransient(t *testing.T) {
 		"503":     &faults.Error{Kind: faults.SlowDown, Op: store.OpPut},
 		"refused": &faults.Error{Kind: faults.Refused, Op: store.OpPut},
 	}
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		for ename, ferr := range errs {
 			t.Run(ename, func(t *testing.T) {
@@ -673,7 +672,7 @@ func TestKeepAlive(t *testing.T) {
 // a commit fenced with the old token is refused after the new one
 // committed (I6).
 func TestPausedHolder(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := faultstore.New(s)
 		const ttl = 500 * time.Millisecond
@@ -752,7 +751,7 @@ func TestCorrupt(t *testing.T) {
 // TestContendedGoroutines: many goroutines contend for one lease on every
 // driver; tokens strictly increase and holding intervals never overlap.
 func TestContendedGoroutines(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var mu sync.Mutex
 		holder := ""

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
@@ -72,7 +72,7 @@ func TestProcesses(t *testing.T) {
 	})
 	t.Run("s3", func(t *testing.T) {
 		t.Parallel()
-		srv := s3server.Shared(t)
+		srv := testenv.S3(t)
 		env := append(srv.Env(), envChild+"=s3", envBucket+"="+srv.NewBucket(t), envEndpoint+"="+srv.Endpoint)
 		runSoak(t, soak, env)
 	})

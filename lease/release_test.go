@@ -10,7 +10,7 @@ import (
 
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -70,7 +70,7 @@ func TestStaleReleaseLeavesNewHolder(t *testing.T) {
 	})
 	// An operator releases a's token, a holder known to be gone, and b
 	// takes the lease over.
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		b := staleRelease(t, s, "stale", func(a *lease.Lease) {
 			require.NoError(t, lease.ReleaseToken(context.Background(), s, "stale", a.Token()))
 		})
@@ -83,7 +83,7 @@ func TestStaleReleaseLeavesNewHolder(t *testing.T) {
 // refusal of its first write (412, on the ETag before that renewal) is
 // neither the lease being someone else's nor the lease being released.
 func TestReleaseAfterUnknownRenewal(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := faultstore.New(s)
 		key := lease.Key("unknown")
@@ -109,7 +109,7 @@ func TestReleaseAfterUnknownRenewal(t *testing.T) {
 // back failed too has not been shown to land: Release returns the error,
 // and the lease, still held in the store, expires after its TTL.
 func TestReleaseUnknownIsAnError(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := faultstore.New(s)
 		key := lease.Key("unknown")
@@ -151,7 +151,7 @@ func TestReleaseAfterProvenTakeover(t *testing.T) {
 // stays: ReleaseToken reports ErrLost, and the new holder keeps the lease
 // with its larger token (I5).
 func TestReleaseTokenRacingTakeover(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "race", opts("a", time.Minute))
 		require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestReleaseTokenRacingTakeover(t *testing.T) {
 // landing is not taken for a release: reading the lease back does not find
 // it, so ReleaseToken writes again, and nil means the lease is released.
 func TestReleaseTokenWriteFails(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "fails", opts("a", time.Minute))
 		require.NoError(t, err)

@@ -10,17 +10,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // TestMain first detaches the mounts of this package's tests that a test
 // process which died (killed, or timed out) left behind: a FUSE mount
 // whose server is gone answers ENOTCONN, and stays in the mount table
-// until it is unmounted.
+// until it is unmounted. It runs the tests through testenv.Main, which
+// stops the test servers they started.
 func TestMain(m *testing.M) {
 	if err := detachDead(os.TempDir()); err != nil {
 		fmt.Fprintln(os.Stderr, "detaching dead mounts:", err)
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 func detachDead(under string) error {

@@ -25,14 +25,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 )
 
-// storeNamed returns a fresh store of the teststores factory of that name.
+// storeNamed returns a fresh store of the testenv factory of that name.
 func storeNamed(t *testing.T, name string) store.Store {
 	t.Helper()
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		if f.Name == name {
 			return f.New(t)
 		}

@@ -17,20 +17,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestUpdateCountsEveryIncrementOnce: 16 writers increment one counter on
 // every driver. No increment is lost, none is applied twice, and unknown
 // outcomes stay rare.
 func TestUpdateCountsEveryIncrementOnce(t *testing.T) {
-	teststores.Each(t, func(t *testing.T, s store.Store) {
+	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		const workers, incs = 16, 50
 		retry := object.Retry{Attempts: 1000, Base: time.Millisecond, Max: 50 * time.Millisecond}
 		var wg sync.WaitGroup
@@ -86,7 +85,7 @@ func TestUpdateCountsEveryIncrementOnce(t *testing.T) {
 // lost; the read-back finds our write id and fn is not re-run.
 func TestUpdateLostResponseSettlesAsLanded(t *testing.T) {
 	for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
-		fs := faultstore.New(teststores.Local()[0].New(t))
+		fs := faultstore.New(testenv.LocalStores()[0].New(t))
 		fs.Add(faultstore.Rule{Op: store.OpPut, Key: "k", Mode: mode, Times: 1})
 		runs := 0
 		_, err := object.Update(context.Background(), fs, "k", object.DefaultRetry, func(old []byte, exists bool) ([]byte, error) {
@@ -160,7 +159,7 @@ func TestUpdateLateWriteAppliesOnce(t *testing.T) {
 				require.NoError(t, err)
 				_, err = object.Update(ctx, newLateStore(m, applyOn), "n", retry, increment)
 				require.NoError(t, err)
-				assert.Equal(t, "1", teststores.ReadString(t, m, "n"), "one call, one increment")
+				assert.Equal(t, "1", testenv.ReadString(t, m, "n"), "one call, one increment")
 			})
 		}
 	}
@@ -184,7 +183,7 @@ func TestUpdateUnsettledWriteIsUnknown(t *testing.T) {
 		{name: "fn fails when re-run", attempts: 5, failRerun: true, cause: errFn},
 		{name: "attempts run out", attempts: 1, cause: faultstore.ErrInjected},
 	}
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		for _, c := range cases {
 			t.Run(f.Name+"/"+c.name, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -210,9 +209,9 @@ func TestUpdateUnsettledWriteIsUnknown(t *testing.T) {
 				require.ErrorIs(t, err, object.ErrUnknown)
 				assert.ErrorIs(t, err, c.cause)
 				assert.Contains(t, err.Error(), `"n"`, "the error names the key")
-				assert.Equal(t, "1", teststores.ReadString(t, raw, "n"), "the write is still held")
+				assert.Equal(t, "1", testenv.ReadString(t, raw, "n"), "the write is still held")
 				require.NoError(t, fs.Release())
-				assert.Equal(t, "2", teststores.ReadString(t, raw, "n"), "the held write landed after the call returned")
+				assert.Equal(t, "2", testenv.ReadString(t, raw, "n"), "the held write landed after the call returned")
 			})
 		}
 	}
@@ -224,7 +223,7 @@ func TestUpdateUnsettledWriteIsUnknown(t *testing.T) {
 // landed; a plain PUT leaves no proof either way, so the call returns
 // ErrUnknown and does not run fn again.
 func TestUpdateForeignOverwriteAfterLostResponse(t *testing.T) {
-	for _, f := range teststores.All() {
+	for _, f := range testenv.Stores() {
 		for _, foreign := range []string{"plain", "update"} {
 			t.Run(f.Name+"/"+foreign, func(t *testing.T) {
 				ctx := context.Background()
@@ -254,7 +253,7 @@ func TestUpdateForeignOverwriteAfterLostResponse(t *testing.T) {
 					require.NoError(t, err)
 				}
 				assert.Equal(t, 1, runs, "fn must not run again after our write landed")
-				assert.Equal(t, "100", teststores.ReadString(t, raw, "n"))
+				assert.Equal(t, "100", testenv.ReadString(t, raw, "n"))
 			})
 		}
 	}

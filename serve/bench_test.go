@@ -16,19 +16,18 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/serve"
 	"github.com/commitptr/commitptr/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // benchStores are the stores the benchmarks read from: the file system and
 // S3 (the versitygw test server on loopback).
-func benchStores() []teststores.Factory {
-	var out []teststores.Factory
-	for _, f := range teststores.All() {
+func benchStores() []testenv.Factory {
+	var out []testenv.Factory
+	for _, f := range testenv.Stores() {
 		if f.Name == "fs" || f.Name == "s3" {
 			out = append(out, f)
 		}

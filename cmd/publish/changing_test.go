@@ -19,8 +19,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faultstore"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
@@ -48,19 +47,19 @@ func hookedURL(t *testing.T, s store.Store) string {
 }
 
 // changingDrivers are the drivers the tests of files that change while
-// they are read run on: every driver of teststores (the S3 ones on
+// they are read run on: every driver of testenv.Stores (the S3 ones on
 // versitygw), and the s3 and minio drivers on gofakes3.
-func changingDrivers() []teststores.Factory {
-	gofakes3 := func(scheme string) teststores.Factory {
-		return teststores.Factory{Name: scheme + "-gofakes3", New: func(t testing.TB) store.Store {
-			srv := s3server.SharedGofakes3(t)
+func changingDrivers() []testenv.Factory {
+	gofakes3 := func(scheme string) testenv.Factory {
+		return testenv.Factory{Name: scheme + "-gofakes3", New: func(t testing.TB) store.Store {
+			srv := testenv.Gofakes3(t)
 			srv.UseCredentials()
 			s, err := store.Open(context.Background(), scheme+"://"+srv.NewBucket(t), store.Config{Endpoint: srv.Endpoint, PathStyle: true})
 			require.NoError(t, err)
 			return s
 		}}
 	}
-	return append(teststores.All(), gofakes3("s3"), gofakes3("minio"))
+	return append(testenv.Stores(), gofakes3("s3"), gofakes3("minio"))
 }
 
 // The files the tests change are changingSize bytes; the store's read of
@@ -155,7 +154,7 @@ func TestPutRefusesFileChangedWhileRead(t *testing.T) {
 // when put opened it, and put exits 0; one cut short still fails, naming
 // it, and commits nothing.
 func TestPutIgnoreChanging(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			s := f.New(t)
 			src := t.TempDir()
@@ -247,7 +246,7 @@ func TestVerifyRepairRefusesFileChangedWhileRead(t *testing.T) {
 // again to upload it; rewritten while it is, the put fails with status 1,
 // naming it, and commits nothing.
 func TestPutReuploadRefusesFileChangedWhileRead(t *testing.T) {
-	for _, f := range teststores.Local() {
+	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -21,8 +21,8 @@ func writeRequests(c *store.Counter) int64 {
 }
 
 // dryRunDrivers are the local store and S3 (versitygw).
-func dryRunDrivers(t *testing.T) []teststores.Factory {
-	fs := teststores.All()[1:3]
+func dryRunDrivers(t *testing.T) []testenv.Factory {
+	fs := testenv.Stores()[1:3]
 	require.Equal(t, []string{"fs", "s3"}, []string{fs[0].Name, fs[1].Name})
 	return fs
 }

@@ -23,19 +23,12 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/azurite"
-	"github.com/commitptr/commitptr/internal/gcsserver"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 )
 
-func TestMain(m *testing.M) {
-	code := s3server.Main(m)
-	teststores.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // target is a kind of store the binary runs against.
 type target struct {
@@ -61,20 +54,20 @@ func targets(t *testing.T) []target {
 			return s
 		},
 	}
-	fake := s3server.SharedGofakes3(t)
+	fake := testenv.Gofakes3(t)
 	return []target{
 		fsTarget,
-		remoteTarget("s3", "s3", s3server.Shared(t)),
+		remoteTarget("s3", "s3", testenv.S3(t)),
 		remoteTarget("s3-gofakes3", "s3", fake),
 		remoteTarget("minio-gofakes3", "minio", fake),
-		gcsTarget(gcsserver.Shared(t)),
-		azblobTarget(azurite.Shared(t)),
+		gcsTarget(testenv.GCS(t)),
+		azblobTarget(testenv.Azurite(t)),
 	}
 }
 
 // gcsTarget is the gcs driver against the Cloud Storage emulator, named
 // by --endpoint as a user would; the binary gets no credentials.
-func gcsTarget(srv *gcsserver.Server) target {
+func gcsTarget(srv *testenv.GCSServer) target {
 	return target{
 		name:  "gcs",
 		url:   func(t *testing.T) string { return "gs://" + srv.NewBucket(t) + "/datasets/daily" },
@@ -89,14 +82,14 @@ func gcsTarget(srv *gcsserver.Server) target {
 
 // azblobTarget is the azblob driver against Azurite: the connection string
 // in the environment holds the account key, --endpoint names the service.
-func azblobTarget(srv *azurite.Server) target {
+func azblobTarget(srv *testenv.AzuriteServer) target {
 	srv.UseCredentials()
 	return target{
 		name:   "azblob",
 		url:    func(t *testing.T) string { return "az://" + srv.NewContainer(t) + "/datasets/daily" },
 		flags:  []string{"--endpoint", srv.Endpoint},
 		env:    srv.Env(),
-		secret: azurite.Key,
+		secret: testenv.AzuriteKey,
 		open: func(t *testing.T, url string) store.Store {
 			s, err := store.Open(context.Background(), url, store.Config{Endpoint: srv.Endpoint})
 			require.NoError(t, err)
@@ -106,7 +99,7 @@ func azblobTarget(srv *azurite.Server) target {
 }
 
 // remoteTarget is the driver of scheme against srv.
-func remoteTarget(name, scheme string, srv *s3server.Server) target {
+func remoteTarget(name, scheme string, srv *testenv.S3Server) target {
 	srv.UseCredentials() // for the stores the test itself opens; the binary gets srv.Env()
 	return target{
 		name:   name,
@@ -131,7 +124,7 @@ type result struct {
 // command prepares the binary with the target's flags and environment.
 func (tg target) command(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(teststores.PublishBinary(t), append(append([]string{}, tg.flags...), args...)...)
+	cmd := exec.Command(testenv.PublishBinary(t), append(append([]string{}, tg.flags...), args...)...)
 	cmd.Env = append(os.Environ(), tg.env...)
 	return cmd
 }

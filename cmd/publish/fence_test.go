@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 )
 
@@ -26,7 +26,7 @@ func TestFencesPerLeaseCLI(t *testing.T) {
 
 			// put under run: the token of run's lease, with its identity.
 			src2 := writeTree(t, map[string]string{"f": "2"})
-			inner := append(append([]string{teststores.PublishBinary(t)}, tg.flags...), "put", "--json", src2, url)
+			inner := append(append([]string{testenv.PublishBinary(t)}, tg.flags...), "put", "--json", src2, url)
 			out := tg.ok(t, append([]string{"run", "--lease", "nightly", url, "--"}, inner...)...)
 			var put putResult
 			require.NoError(t, json.Unmarshal([]byte(out), &put))

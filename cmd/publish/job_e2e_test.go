@@ -19,7 +19,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
@@ -200,7 +200,7 @@ func TestJobBegunWithAFenceCommitsFencedByIt(t *testing.T) {
 	assert.Equal(t, exitFenced, r.code, "a lower token is refused at begin: %s", r.stderr)
 
 	// Under 'publish run', begin takes run's token from the environment.
-	inner := append(append([]string{teststores.PublishBinary(t)}, tg.flags...), "job", "begin", "--job", "j3", url)
+	inner := append(append([]string{testenv.PublishBinary(t)}, tg.flags...), "job", "begin", "--job", "j3", url)
 	tg.ok(t, append([]string{"run", "--lease", "nightly", url, "--"}, inner...)...)
 	nightly, err := lease.Identity(url, "nightly")
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/internal/wanproxy"
 )
 
@@ -62,7 +62,7 @@ func (l *proxyLog) events() []string {
 // manifest PUT after the data PUTs and the proof, the pointer PUT after
 // the manifest PUT. Seven requests: the floor.
 func TestPutReusedProvenOnce(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	var log proxyLog

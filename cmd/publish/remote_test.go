@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -88,7 +88,7 @@ func TestRemoteConfigErrors(t *testing.T) {
 // that holds the S3 server's endpoint and path style, with no flags; a
 // flag given on the command line wins over the remote's setting.
 func TestRemoteReachesTheStoreWithItsSettings(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	tg := target{name: "s3", env: srv.Env()}
 	bucket := srv.NewBucket(t)
 	cfg := writeConfig(t, "[prod]\nurl = s3://"+bucket+"/datasets\nendpoint = "+srv.Endpoint+"\npath-style = true\n"+

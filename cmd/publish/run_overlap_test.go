@@ -20,8 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // TestRunNoOverlapWhenCutOff: holder A's CMD ignores SIGTERM and keeps
@@ -50,7 +49,7 @@ func TestRunNoOverlapWhenCutOff(t *testing.T) {
 			logf, ready := filepath.Join(scratch, "log"), filepath.Join(scratch, "ready")
 
 			scriptA := fmt.Sprintf(`trap "" TERM; touch %s; while :; do echo "A $(date +%%s%%N)" >> %s; sleep 0.05; done`, ready, logf)
-			a := exec.Command(teststores.PublishBinary(t), append(aFlags,
+			a := exec.Command(testenv.PublishBinary(t), append(aFlags,
 				"run", "--lease", "job", "--ttl", ttl.String(), aURL, "--", "sh", "-c", scriptA)...)
 			a.Env = append(os.Environ(), append(tg.env, "AWS_EC2_METADATA_DISABLED=true")...)
 			var aErr bytes.Buffer
@@ -105,7 +104,7 @@ func cutOffPath(t *testing.T, tg target, rawURL string) (aURL string, flags []st
 			require.NoError(t, os.Rename(view+".cut", view))
 		}
 	case "s3":
-		srv := s3server.Shared(t)
+		srv := testenv.S3(t)
 		p := startProxy(t, strings.TrimPrefix(srv.Endpoint, "http://"))
 		return rawURL, []string{"--endpoint", "http://" + p.Addr(), "--path-style"}, p.Cut
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // gateProxy forwards TCP connections to a target; while held, it closes
@@ -124,7 +124,7 @@ func TestRunReleasesDespiteSignalDuringRelease(t *testing.T) {
 	tg := targets(t)[1]
 	require.Equal(t, "s3", tg.name)
 	url := tg.url(t)
-	p := startGateProxy(t, strings.TrimPrefix(s3server.Shared(t).Endpoint, "http://"))
+	p := startGateProxy(t, strings.TrimPrefix(testenv.S3(t).Endpoint, "http://"))
 	a := startHolder(t, tg, []string{"--endpoint", "http://" + p.l.Addr().String(), "--path-style"}, url, "--ttl", "20s")
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 	waitFor(t, a.termed, 30*time.Second)

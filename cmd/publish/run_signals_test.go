@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // runningHolder is a `publish run` process A whose CMD traps SIGTERM and
@@ -52,7 +52,7 @@ func startHolder(t *testing.T, tg target, flags []string, url string, runFlags .
 		h.pid, h.termed, loop, ready)
 	args := append(append(append([]string{}, flags...), "run", "--lease", "job"), runFlags...)
 	args = append(args, url, "--", "sh", "-c", script)
-	h.cmd = exec.Command(teststores.PublishBinary(t), args...)
+	h.cmd = exec.Command(testenv.PublishBinary(t), args...)
 	h.cmd.Env = append(os.Environ(), append(tg.env, "AWS_EC2_METADATA_DISABLED=true")...)
 	errs, err := os.Create(h.errs)
 	require.NoError(t, err)

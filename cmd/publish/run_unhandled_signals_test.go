@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // startRunPlain starts `publish run` on a file:// store with CMD a sleep
@@ -25,7 +25,7 @@ func startRunPlain(t *testing.T, errw *os.File) (*exec.Cmd, int, chan struct{}) 
 	scratch := t.TempDir()
 	pidf := filepath.Join(scratch, "pid")
 	url := "file://" + filepath.Join(scratch, "store")
-	c := exec.Command(teststores.PublishBinary(t), "run", "--lease", "job", "--ttl", "10s", url, "--",
+	c := exec.Command(testenv.PublishBinary(t), "run", "--lease", "job", "--ttl", "10s", url, "--",
 		"sh", "-c", fmt.Sprintf(`echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 300`, pidf))
 	c.Stderr = errw
 	require.NoError(t, c.Start())

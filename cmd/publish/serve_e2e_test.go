@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // The real S3 clients the serve tests drive: scripts/tools.sh
@@ -116,7 +116,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 }
 
 func s3Target(t *testing.T) target {
-	return remoteTarget("s3", "s3", s3server.Shared(t))
+	return remoteTarget("s3", "s3", testenv.S3(t))
 }
 
 // twoSnapshots publishes two snapshots at a fresh dataset of tg and

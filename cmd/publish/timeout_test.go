@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 )
 
 // TestStalledEndpoint: ls and put against an endpoint that never answers,
@@ -24,7 +24,7 @@ func TestStalledEndpoint(t *testing.T) {
 	const limit = 2 * time.Second
 	const slack = 20 * time.Second // further attempts, back-off, a loaded machine
 	const guard = time.Minute      // ends a hung binary so that the test fails
-	env := s3server.Shared(t).Env()
+	env := testenv.S3(t).Env()
 	src := writeTree(t, map[string]string{"a.txt": "A"})
 	tests := []struct {
 		name string

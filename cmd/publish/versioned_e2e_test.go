@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
@@ -22,11 +22,11 @@ import (
 // versioning=off declared (deletes that only add delete markers, as
 // before the drivers knew of versions), the report says nothing was freed.
 func TestVersionedBucket(t *testing.T) {
-	vgw := s3server.SharedVersioned(t)
-	fake := s3server.SharedGofakes3(t)
+	vgw := testenv.VersionedS3(t)
+	fake := testenv.Gofakes3(t)
 	for _, c := range []struct {
 		name, scheme string
-		srv          *s3server.Server
+		srv          *testenv.S3Server
 		query        string
 	}{
 		{"s3", "s3", vgw, ""},

@@ -20,12 +20,12 @@ import (
 
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/faults/remote"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // only returns rates with one kind at probability 1.
 func only(k faults.Kind) faults.Rates {

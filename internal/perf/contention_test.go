@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/commitptr/commitptr/internal/bench"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	s3store "github.com/commitptr/commitptr/store/s3"
 )
@@ -53,7 +53,7 @@ func BenchmarkContention(b *testing.B) {
 
 func remoteStore(b *testing.B) store.Store {
 	b.Helper()
-	srv := s3server.Shared(b)
+	srv := testenv.S3(b)
 	b.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	b.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	st, err := s3store.New(context.Background(), s3store.Options{Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true})

@@ -27,12 +27,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	s3store "github.com/commitptr/commitptr/store/s3"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 const concurrency = 16
 
@@ -46,7 +46,7 @@ type pair struct {
 func setup(b *testing.B) *pair {
 	b.Helper()
 	ctx := context.Background()
-	srv := s3server.Shared(b)
+	srv := testenv.S3(b)
 	bucket := srv.NewBucket(b)
 	creds := credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(srv.Region), config.WithCredentialsProvider(creds))

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -60,7 +60,7 @@ func TestCrashStop(t *testing.T) {
 
 func testCrashStop(t *testing.T, tg crashTarget, holder string) {
 	ctx := context.Background()
-	bin := teststores.PublishBinary(t)
+	bin := testenv.PublishBinary(t)
 	url, s := tg.dataset(t, "stop-"+holder)
 	tmp := t.TempDir()
 	// srcA's path marks the paused holder's processes (findProcs).

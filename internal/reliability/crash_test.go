@@ -22,8 +22,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/fs" // registers file://
 	"github.com/commitptr/commitptr/store/s3"
@@ -53,7 +52,7 @@ func crashTargets(t *testing.T) []crashTarget {
 	if !long() {
 		return []crashTarget{fsTarget}
 	}
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	s3Target := crashTarget{
 		name:        "s3",
@@ -88,7 +87,7 @@ type proc struct {
 
 func (tg crashTarget) start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(teststores.PublishBinary(t), append(slices.Clone(tg.flags), args...)...)
+	cmd := exec.Command(testenv.PublishBinary(t), append(slices.Clone(tg.flags), args...)...)
 	cmd.Env = append(os.Environ(), tg.env...)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
@@ -265,13 +264,13 @@ func TestCrashPut(t *testing.T) {
 			dir, isFS := strings.CutPrefix(url, "file://")
 			tmp := ""
 			if isFS {
-				tmp = fmt.Sprintf("; %d fs temp files left by killed writes", len(teststores.FSTempFiles(dir)))
+				tmp = fmt.Sprintf("; %d fs temp files left by killed writes", len(testenv.FSTempFiles(dir)))
 			}
 			out, code = tg.run(t, "gc", "--keep", "1", "--grace", "0", "--orphan-age", "0", url)
 			require.Zero(t, code, out)
 			checkCollected(t, s, 1)
 			if isFS {
-				require.Empty(t, teststores.FSTempFiles(dir), "I7: temp files of killed writes survived a collection")
+				require.Empty(t, testenv.FSTempFiles(dir), "I7: temp files of killed writes survived a collection")
 			}
 			t.Logf("CRASH put on %s: %d trials (kill window %s), %d killed, %d committed; I1 I2 I7 held%s",
 				tg.name, crashTrials(), window.Round(time.Millisecond), killed, committed, tmp)
@@ -380,7 +379,7 @@ func TestCrashGC(t *testing.T) {
 func TestCrashRun(t *testing.T) {
 	for _, tg := range crashTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
-			bin := teststores.PublishBinary(t)
+			bin := testenv.PublishBinary(t)
 			srcDir := filepath.Join(t.TempDir(), "src")
 			rnd := rand.New(rand.NewPCG(seed(t, 13), 0))
 			runArgs := func(url string, extra ...string) []string {

@@ -11,8 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
 	"github.com/commitptr/commitptr/store/mem"
@@ -20,11 +19,7 @@ import (
 	"github.com/commitptr/commitptr/store/s3"
 )
 
-func TestMain(m *testing.M) {
-	code := s3server.Main(m)
-	teststores.RemoveBinaries() // the publish binary of the crash tests
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // long reports whether COMMITPTR_LONG asks for the long runs.
 func long() bool {
@@ -98,7 +93,7 @@ func newTarget(t testing.TB, driver string, in *faults.Injector) target {
 // newBucket returns a fresh bucket of the shared S3 test server.
 func newBucket(t testing.TB) string {
 	t.Helper()
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	srv.UseCredentials()
 	return srv.NewBucket(t)
 }
@@ -107,7 +102,7 @@ func newBucket(t testing.TB) string {
 // server, sending its requests through rt.
 func openRemote(t testing.TB, driver, bucket string, rt http.RoundTripper) store.Store {
 	t.Helper()
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	ctx := context.Background()
 	var s store.Store
 	var err error

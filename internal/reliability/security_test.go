@@ -20,8 +20,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/pointer"
@@ -140,7 +139,7 @@ func TestManifestDecompressionBomb(t *testing.T) {
 // TestCredentialsNotInErrors: a wrong secret or a session token never
 // shows up in the drivers' errors, whatever the operation.
 func TestCredentialsNotInErrors(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	const secret = "SECRET-wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 	const token = "TOKEN-FwoGZXIvYXdzEJr-session-token-EXAMPLE"
@@ -192,10 +191,10 @@ func TestCredentialsNotInErrors(t *testing.T) {
 // TestCLICredentialsNotInOutput: publish never prints a secret, in errors,
 // --json output or debug logs.
 func TestCLICredentialsNotInOutput(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	const secret = "SECRET-cli-wJalrXUtnFEMI-K7MDENG-EXAMPLE"
-	bin := teststores.PublishBinary(t)
+	bin := testenv.PublishBinary(t)
 	src := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644))
 	url := "s3://" + bucket + "/ds"

@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/internal/wanproxy"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // lockedBuffer is a log the proxy's goroutines write while the test reads.
 type lockedBuffer struct {
@@ -43,7 +43,7 @@ func (l *lockedBuffer) String() string {
 // each takes at least the delay each way, and the log shows every request
 // sent and answered.
 func TestRoundTripTakesTwiceTheDelay(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	const delay = 30 * time.Millisecond
 	var log lockedBuffer

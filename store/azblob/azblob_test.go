@@ -22,23 +22,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/azblob"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azurite.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // newStore returns a driver on a fresh container of the shared emulator.
 func newStore(t *testing.T, mods ...func(*azblob.Options)) (*azblob.Store, string) {
 	t.Helper()
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	name := srv.NewContainer(t)
 	opts := azblob.Options{Container: name, ServiceURL: srv.Endpoint, ConnectionString: srv.ConnectionString}
 	for _, m := range mods {
@@ -50,7 +46,7 @@ func newStore(t *testing.T, mods ...func(*azblob.Options)) (*azblob.Store, strin
 }
 
 func TestConformance(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store {
 		s, _ := newStore(t)
 		return s
@@ -248,10 +244,10 @@ func TestMetadataRoundTrip(t *testing.T) {
 }
 
 func TestWrongCredentials(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	name := srv.NewContainer(t)
 	const secret = "bm90LXRoZS1rZXktYzJWamNtVjA="
-	conn := "DefaultEndpointsProtocol=http;AccountName=" + azurite.Account + ";AccountKey=" + secret + ";BlobEndpoint=" + srv.Endpoint + ";"
+	conn := "DefaultEndpointsProtocol=http;AccountName=" + testenv.AzuriteAccount + ";AccountKey=" + secret + ";BlobEndpoint=" + srv.Endpoint + ";"
 	s, err := azblob.New(azblob.Options{Container: name, ConnectionString: conn})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -278,7 +274,7 @@ func TestWrongCredentials(t *testing.T) {
 // TestAccountOfConnectionString: the connection string's account signs
 // its key, whatever AZURE_STORAGE_ACCOUNT says.
 func TestAccountOfConnectionString(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	t.Setenv("AZURE_STORAGE_ACCOUNT", "someotheraccount")
 	s, err := azblob.New(azblob.Options{Container: srv.NewContainer(t), ConnectionString: srv.ConnectionString})
 	require.NoError(t, err)
@@ -286,7 +282,7 @@ func TestAccountOfConnectionString(t *testing.T) {
 }
 
 func TestMissingContainer(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	s, err := azblob.New(azblob.Options{Container: "no-such-container-x7", ConnectionString: srv.ConnectionString})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -311,11 +307,11 @@ func TestMissingContainer(t *testing.T) {
 func TestRefusedEndpoint(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	endpoint := "http://" + l.Addr().String() + "/" + azurite.Account
+	endpoint := "http://" + l.Addr().String() + "/" + testenv.AzuriteAccount
 	require.NoError(t, l.Close())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := azblob.New(azblob.Options{Container: "c-1", ServiceURL: endpoint, ConnectionString: azurite.ConnectionStringFor(endpoint)})
+	s, err := azblob.New(azblob.Options{Container: "c-1", ServiceURL: endpoint, ConnectionString: testenv.AzuriteConnectionString(endpoint)})
 	require.NoError(t, err, "opening must not send requests")
 	_, _, err = s.Get(ctx, "k")
 	require.Error(t, err)
@@ -328,10 +324,10 @@ func TestRefusedEndpoint(t *testing.T) {
 
 func TestStalled(t *testing.T) {
 	storetest.Stalled(t, func(t *testing.T, endpoint string) store.Store {
-		endpoint += "/" + azurite.Account
+		endpoint += "/" + testenv.AzuriteAccount
 		lim := storetest.StallLimit
 		s, err := azblob.New(azblob.Options{
-			Container: "c-1", ServiceURL: endpoint, ConnectionString: azurite.ConnectionStringFor(endpoint),
+			Container: "c-1", ServiceURL: endpoint, ConnectionString: testenv.AzuriteConnectionString(endpoint),
 			Timeouts: store.Timeouts{Connect: lim, Header: lim, Idle: lim},
 		})
 		require.NoError(t, err)
@@ -370,10 +366,10 @@ func TestNewBadConfig(t *testing.T) {
 // TestOpenURL: both URL forms reach the container, and the path below it
 // becomes a key prefix.
 func TestOpenURL(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	srv.UseCredentials()
 	ctx := context.Background()
-	for _, form := range []string{"az://%s/ds/x", "az://" + azurite.Account + ".blob.core.windows.net/%s/ds/x"} {
+	for _, form := range []string{"az://%s/ds/x", "az://" + testenv.AzuriteAccount + ".blob.core.windows.net/%s/ds/x"} {
 		t.Run(form, func(t *testing.T) {
 			name := srv.NewContainer(t)
 			u := fmt.Sprintf(form, name)
@@ -477,9 +473,9 @@ func (i *ignoreStartFrom) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // sasConnectionString returns a connection string for the emulator's
 // account that holds an account shared access signature instead of the key.
-func sasConnectionString(t *testing.T, srv *azurite.Server) string {
+func sasConnectionString(t *testing.T, srv *testenv.AzuriteServer) string {
 	t.Helper()
-	cred, err := azblobsdk.NewSharedKeyCredential(azurite.Account, azurite.Key)
+	cred, err := azblobsdk.NewSharedKeyCredential(testenv.AzuriteAccount, testenv.AzuriteKey)
 	require.NoError(t, err)
 	perms := sas.AccountPermissions{Read: true, Write: true, Delete: true, List: true, Add: true, Create: true}
 	types := sas.AccountResourceTypes{Container: true, Object: true}
@@ -497,7 +493,7 @@ func sasConnectionString(t *testing.T, srv *azurite.Server) string {
 // startFrom, the driver's own filter by StartAfter holds on every page of
 // the listing, not on the first alone.
 func TestListStartAfterPagesStartFromIgnored(t *testing.T) {
-	srv := azurite.Shared(t)
+	srv := testenv.Azurite(t)
 	tr := &ignoreStartFrom{base: http.DefaultTransport}
 	s, _ := newStore(t, func(o *azblob.Options) {
 		o.ConnectionString = sasConnectionString(t, srv)

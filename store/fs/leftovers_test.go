@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
 	"github.com/commitptr/commitptr/store/mem"
@@ -25,7 +25,7 @@ func tempFiles(t *testing.T, s *fs.Store, want int, size int64) []string {
 	t.Helper()
 	var found []string
 	require.Eventually(t, func() bool {
-		found = slices.DeleteFunc(teststores.FSTempFiles(s.Root()), func(p string) bool {
+		found = slices.DeleteFunc(testenv.FSTempFiles(s.Root()), func(p string) bool {
 			fi, err := os.Stat(p)
 			return err != nil || fi.Size() < size
 		})
@@ -42,9 +42,9 @@ func TestSweepLeftovers(t *testing.T) {
 	s := newStore(t)
 	put(t, s, "ds/kept", "v")
 	partial := []byte("the first part of the body")
-	oldPut := teststores.StalledPut(t, s, "ds/_gen/g1/old", partial)
-	youngPut := teststores.StalledPut(t, s, "ds/_gen/g2/young", partial)
-	otherPut := teststores.StalledPut(t, s, "other/_gen/g3/file", partial)
+	oldPut := testenv.StalledPut(t, s, "ds/_gen/g1/old", partial)
+	youngPut := testenv.StalledPut(t, s, "ds/_gen/g2/young", partial)
+	otherPut := testenv.StalledPut(t, s, "other/_gen/g3/file", partial)
 	temps := tempFiles(t, s, 3, int64(len(partial)))
 	var oldTemp string
 	for _, p := range temps {
@@ -103,11 +103,11 @@ func TestLeftoversConformance(t *testing.T) {
 	s := newStore(t)
 	storetest.Leftovers(t, s, func(t *testing.T, _ store.Store, key string) int64 {
 		partial := []byte("the part of " + key + " that arrived")
-		finish := teststores.StalledPut(t, s, key, partial)
+		finish := testenv.StalledPut(t, s, key, partial)
 		t.Cleanup(func() { _ = finish() }) // fails: its temp file was swept
 		dir := filepath.Join(s.Root(), filepath.Dir(filepath.FromSlash(key)))
 		require.Eventually(t, func() bool {
-			for _, p := range teststores.FSTempFiles(dir) {
+			for _, p := range testenv.FSTempFiles(dir) {
 				if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(partial)) {
 					return true
 				}
@@ -125,8 +125,8 @@ func TestSweepLeftoversFlat(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	partial := []byte("half a pointer")
-	top := teststores.StalledPut(t, s, "ds/_pointer", partial)
-	below := teststores.StalledPut(t, s, "ds/_gen/g/f", partial)
+	top := testenv.StalledPut(t, s, "ds/_pointer", partial)
+	below := testenv.StalledPut(t, s, "ds/_gen/g/f", partial)
 	tempFiles(t, s, 2, int64(len(partial)))
 	got, err := store.SweepLeftovers(ctx, store.WithPrefix(s, "ds/"), "_pointer", 0)
 	require.NoError(t, err)

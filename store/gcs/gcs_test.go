@@ -19,17 +19,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/gcsserver"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/gcs"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(gcsserver.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func newStore(t *testing.T) *gcs.Store {
 	t.Helper()
-	srv := gcsserver.Shared(t)
+	srv := testenv.GCS(t)
 	s, err := gcs.New(context.Background(), gcs.Options{Bucket: srv.NewBucket(t), Endpoint: srv.Endpoint})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -37,7 +37,7 @@ func newStore(t *testing.T) *gcs.Store {
 }
 
 func TestConformance(t *testing.T) {
-	srv := gcsserver.Shared(t)
+	srv := testenv.GCS(t)
 	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store { return newStore(t) })
 }
 
@@ -81,7 +81,7 @@ func (r *recorder) take() []string {
 
 func storeWith(t *testing.T, tr http.RoundTripper) *gcs.Store {
 	t.Helper()
-	srv := gcsserver.Shared(t)
+	srv := testenv.GCS(t)
 	s, err := gcs.New(context.Background(), gcs.Options{Bucket: srv.NewBucket(t), Endpoint: srv.Endpoint, Transport: tr})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -271,7 +271,7 @@ func TestStoredBytes(t *testing.T) {
 }
 
 func TestMissingBucket(t *testing.T) {
-	srv := gcsserver.Shared(t)
+	srv := testenv.GCS(t)
 	s, err := gcs.New(context.Background(), gcs.Options{Bucket: "no-such-bucket", Endpoint: srv.Endpoint})
 	require.NoError(t, err)
 	defer s.Close()
@@ -301,7 +301,7 @@ func TestRefusedEndpoint(t *testing.T) {
 }
 
 func TestOpenURL(t *testing.T) {
-	srv := gcsserver.Shared(t)
+	srv := testenv.GCS(t)
 	bucket := srv.NewBucket(t)
 	ctx := context.Background()
 	s, err := store.Open(ctx, "gs://"+bucket+"/data/set?endpoint="+srv.Endpoint, store.Config{})

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
 	"github.com/commitptr/commitptr/store/storetest"
@@ -25,7 +25,7 @@ func TestLeftovers(t *testing.T) { testLeftovers(t, options(t)) }
 
 // TestLeftoversGofakes3: the same on a server that answers a listing of a
 // bucket without uploads with NoSuchUpload.
-func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, optionsOn(t, s3server.SharedGofakes3(t))) }
+func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, optionsOn(t, testenv.Gofakes3(t))) }
 
 // TestLeftoversExactUploadPrefix: the same on a server that takes the
 // prefix of an upload listing for an exact key, as MinIO does.

@@ -21,22 +21,22 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // options returns Options for a fresh bucket on the shared test server.
 func options(t *testing.T) minio.Options {
 	t.Helper()
-	return optionsOn(t, s3server.Shared(t))
+	return optionsOn(t, testenv.S3(t))
 }
 
 // optionsOn returns Options for a fresh bucket on srv.
-func optionsOn(t *testing.T, srv *s3server.Server) minio.Options {
+func optionsOn(t *testing.T, srv *testenv.S3Server) minio.Options {
 	t.Helper()
 	return minio.Options{
 		Bucket:      srv.NewBucket(t),
@@ -61,7 +61,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceGofakes3 runs the suite against a second S3
 // implementation, with the capabilities it lacks declared.
 func TestConformanceGofakes3(t *testing.T) {
-	srv := s3server.SharedGofakes3(t)
+	srv := testenv.Gofakes3(t)
 	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store { return newStore(t, optionsOn(t, srv)) })
 }
 
@@ -373,7 +373,7 @@ func TestBadInput(t *testing.T) {
 func TestWrongCredentials(t *testing.T) {
 	opts := options(t)
 	const secret = "wrong-secret-do-not-print"
-	opts.Credentials = credentials.NewStaticV4(s3server.Shared(t).AccessKey, secret, "")
+	opts.Credentials = credentials.NewStaticV4(testenv.S3(t).AccessKey, secret, "")
 	s := newStore(t, opts)
 	ctx := context.Background()
 	_, err := s.Put(ctx, "k", strings.NewReader("x"), store.PutOptions{})
@@ -443,7 +443,7 @@ func TestRefusedEndpoint(t *testing.T) {
 }
 
 func TestOpenURL(t *testing.T) {
-	srv := s3server.Shared(t)
+	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
@@ -575,7 +575,7 @@ func TestLargeUnknownSize(t *testing.T) {
 // TestLargeConditionalGofakes3: on a real server that ignores conditions
 // on multipart completion, 20 MiB conditional writes still hold.
 func TestLargeConditionalGofakes3(t *testing.T) {
-	storetest.LargeConditional(t, newStore(t, optionsOn(t, s3server.SharedGofakes3(t))))
+	storetest.LargeConditional(t, newStore(t, optionsOn(t, testenv.Gofakes3(t))))
 }
 
 // TestConditionalNeverMultipart: against a server without conditional

@@ -7,7 +7,7 @@ import (
 	miniogo "github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/minio"
 	"github.com/commitptr/commitptr/store/storetest"
@@ -15,7 +15,7 @@ import (
 
 // versionedOn returns the driver on a fresh bucket of srv with versioning
 // enabled, and what storetest.RunVersioned needs beside it.
-func versionedOn(t *testing.T, srv *s3server.Server) storetest.Versioned {
+func versionedOn(t *testing.T, srv *testenv.S3Server) storetest.Versioned {
 	t.Helper()
 	opts := optionsOn(t, srv)
 	opts.Bucket = srv.NewVersionedBucket(t)
@@ -38,11 +38,11 @@ func versionedOn(t *testing.T, srv *s3server.Server) storetest.Versioned {
 }
 
 func TestVersioned(t *testing.T) {
-	srv := s3server.SharedVersioned(t)
+	srv := testenv.VersionedS3(t)
 	storetest.RunVersioned(t, srv.Versioned, func(t *testing.T) storetest.Versioned { return versionedOn(t, srv) })
 }
 
 func TestVersionedGofakes3(t *testing.T) {
-	srv := s3server.SharedGofakes3(t)
+	srv := testenv.Gofakes3(t)
 	storetest.RunVersioned(t, srv.Versioned, func(t *testing.T) storetest.Versioned { return versionedOn(t, srv) })
 }

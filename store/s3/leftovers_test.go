@@ -14,8 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
-	"github.com/commitptr/commitptr/internal/teststores"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
 	"github.com/commitptr/commitptr/store/storetest"
@@ -27,7 +26,7 @@ func TestLeftovers(t *testing.T) { testLeftovers(t, server(t)) }
 
 // TestLeftoversGofakes3: the same on a server that answers a listing of a
 // bucket without uploads with NoSuchUpload.
-func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, withEnv(s3server.SharedGofakes3(t))) }
+func TestLeftoversGofakes3(t *testing.T) { testLeftovers(t, withEnv(testenv.Gofakes3(t))) }
 
 // TestLeftoversExactUploadPrefix: the same on a server that takes the
 // prefix of an upload listing for an exact key, as MinIO does.
@@ -37,7 +36,7 @@ func TestLeftoversExactUploadPrefix(t *testing.T) {
 	assert.Zero(t, spy.Emptied.Load(), "the sweep relied on the server's prefix filter")
 }
 
-func testLeftovers(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) {
+func testLeftovers(t *testing.T, srv *testenv.S3Server, mods ...func(*s3.Options)) {
 	s, bucket := newStoreOn(t, srv, mods...)
 	raw := rawClientOf(t, srv)
 	ctx := context.Background()
@@ -58,7 +57,7 @@ func testLeftovers(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)
 func rawClient(t *testing.T) *awss3.Client { return rawClientOf(t, server(t)) }
 
 // rawClientOf returns an SDK client of srv.
-func rawClientOf(t *testing.T, srv *s3server.Server) *awss3.Client {
+func rawClientOf(t *testing.T, srv *testenv.S3Server) *awss3.Client {
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	require.NoError(t, err)
 	return awss3.NewFromConfig(cfg, func(o *awss3.Options) {
@@ -74,7 +73,7 @@ func TestLeftoverOfStalledPut(t *testing.T) {
 	raw := rawClient(t)
 	ctx := context.Background()
 	const key = "ds/_gen/g/big"
-	finish := teststores.StalledPut(t, s, key, make([]byte, s3.PartThreshold+1<<20))
+	finish := testenv.StalledPut(t, s, key, make([]byte, s3.PartThreshold+1<<20))
 	require.Eventually(t, func() bool {
 		ups, err := raw.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 		return err == nil && len(ups.Uploads) == 1 && aws.ToString(ups.Uploads[0].Key) == key

@@ -23,27 +23,27 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
 	"github.com/commitptr/commitptr/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 var envOnce sync.Once
 
 // server returns the shared test server and points the AWS credential chain
 // at it, once per process, through the environment. Tests that change the
 // environment further use t.Setenv and so cannot run in parallel.
-func server(t *testing.T) *s3server.Server {
+func server(t *testing.T) *testenv.S3Server {
 	t.Helper()
-	return withEnv(s3server.Shared(t))
+	return withEnv(testenv.S3(t))
 }
 
 // withEnv points the AWS credential chain at srv, once per process: every
 // test server has the same credentials.
-func withEnv(srv *s3server.Server) *s3server.Server {
+func withEnv(srv *testenv.S3Server) *testenv.S3Server {
 	envOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "commitptr-s3-test-")
 		if err != nil {
@@ -70,7 +70,7 @@ func newStore(t *testing.T, mods ...func(*s3.Options)) (*s3.Store, string) {
 }
 
 // newStoreOn returns a driver on a fresh bucket of srv.
-func newStoreOn(t *testing.T, srv *s3server.Server, mods ...func(*s3.Options)) (*s3.Store, string) {
+func newStoreOn(t *testing.T, srv *testenv.S3Server, mods ...func(*s3.Options)) (*s3.Store, string) {
 	t.Helper()
 	bucket := srv.NewBucket(t)
 	opts := s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true}
@@ -532,7 +532,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceGofakes3 runs the suite against a second S3
 // implementation, with the capabilities it lacks declared.
 func TestConformanceGofakes3(t *testing.T) {
-	srv := withEnv(s3server.SharedGofakes3(t))
+	srv := withEnv(testenv.Gofakes3(t))
 	storetest.RunWith(t, srv.Conformance, func(t *testing.T) store.Store {
 		s, _ := newStoreOn(t, srv)
 		return s
@@ -542,7 +542,7 @@ func TestConformanceGofakes3(t *testing.T) {
 // TestLargeConditionalGofakes3: on a real server that ignores conditions
 // on multipart completion, 20 MiB conditional writes still hold.
 func TestLargeConditionalGofakes3(t *testing.T) {
-	s, _ := newStoreOn(t, withEnv(s3server.SharedGofakes3(t)))
+	s, _ := newStoreOn(t, withEnv(testenv.Gofakes3(t)))
 	storetest.LargeConditional(t, s)
 }
 

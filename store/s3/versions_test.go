@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/s3"
 	"github.com/commitptr/commitptr/store/storetest"
@@ -16,7 +16,7 @@ import (
 
 // versionedOn returns the driver on a fresh bucket of srv with versioning
 // enabled, and what storetest.RunVersioned needs beside it.
-func versionedOn(t *testing.T, srv *s3server.Server) storetest.Versioned {
+func versionedOn(t *testing.T, srv *testenv.S3Server) storetest.Versioned {
 	t.Helper()
 	withEnv(srv)
 	bucket := srv.NewVersionedBucket(t)
@@ -35,19 +35,19 @@ func versionedOn(t *testing.T, srv *s3server.Server) storetest.Versioned {
 }
 
 func TestVersioned(t *testing.T) {
-	srv := s3server.SharedVersioned(t)
+	srv := testenv.VersionedS3(t)
 	storetest.RunVersioned(t, srv.Versioned, func(t *testing.T) storetest.Versioned { return versionedOn(t, srv) })
 }
 
 func TestVersionedGofakes3(t *testing.T) {
-	srv := s3server.SharedGofakes3(t)
+	srv := testenv.Gofakes3(t)
 	storetest.RunVersioned(t, srv.Versioned, func(t *testing.T) storetest.Versioned { return versionedOn(t, srv) })
 }
 
 // TestVersioningURL: versioning=on|off in the URL settles the question
 // without asking the bucket.
 func TestVersioningURL(t *testing.T) {
-	srv := withEnv(s3server.SharedVersioned(t))
+	srv := withEnv(testenv.VersionedS3(t))
 	bucket := srv.NewVersionedBucket(t)
 	for _, c := range []struct {
 		query string

@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commitptr/commitptr/internal/azurite"
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/gcsserver"
-	"github.com/commitptr/commitptr/internal/s3server"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/azblob"
 	"github.com/commitptr/commitptr/store/gcs"
@@ -90,13 +88,13 @@ func newBucket(t testing.TB, driver string) string {
 	t.Helper()
 	switch driver {
 	case "s3", "minio":
-		srv := s3server.Shared(t)
+		srv := testenv.S3(t)
 		srv.UseCredentials()
 		return srv.NewBucket(t)
 	case "gcs":
-		return gcsserver.Shared(t).NewBucket(t)
+		return testenv.GCS(t).NewBucket(t)
 	case "azblob":
-		return azurite.Shared(t).NewContainer(t)
+		return testenv.Azurite(t).NewContainer(t)
 	}
 	t.Fatalf("remote: unknown driver %q", driver)
 	return ""
@@ -109,22 +107,22 @@ func open(t testing.TB, driver, bucket string, rt http.RoundTripper) store.Store
 	var err error
 	switch driver {
 	case "s3":
-		srv := s3server.Shared(t)
+		srv := testenv.S3(t)
 		s, err = s3.New(ctx, s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
 			HTTPClient: &http.Client{Transport: rt}})
 	case "minio":
-		srv := s3server.Shared(t)
+		srv := testenv.S3(t)
 		s, err = minio.New(ctx, minio.Options{Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
 			Transport: rt})
 	case "gcs":
 		var g *gcs.Store
-		g, err = gcs.New(ctx, gcs.Options{Bucket: bucket, Endpoint: gcsserver.Shared(t).Endpoint, Transport: rt})
+		g, err = gcs.New(ctx, gcs.Options{Bucket: bucket, Endpoint: testenv.GCS(t).Endpoint, Transport: rt})
 		if err == nil {
 			t.Cleanup(func() { g.Close() })
 		}
 		s = g
 	case "azblob":
-		s, err = azblob.New(azblob.Options{Container: bucket, ConnectionString: azurite.Shared(t).ConnectionString,
+		s, err = azblob.New(azblob.Options{Container: bucket, ConnectionString: testenv.Azurite(t).ConnectionString,
 			HTTPClient: &http.Client{Transport: rt}})
 	}
 	if err != nil {

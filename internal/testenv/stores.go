@@ -1,9 +1,4 @@
-// Package teststores gives tests one fresh, empty store per driver: mem, fs,
-// the s3 and minio drivers against the real S3 test server, the gcs driver
-// against the Cloud Storage emulator and the azblob driver against Azurite.
-// Tests that range over All, or run through Each or EachAtOnce, check their
-// invariants on every driver.
-package teststores
+package testenv
 
 import (
 	"context"
@@ -18,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commitptr/commitptr/internal/azurite"
-	"github.com/commitptr/commitptr/internal/gcsserver"
-	"github.com/commitptr/commitptr/internal/s3server"
 	"github.com/commitptr/commitptr/store"
 	_ "github.com/commitptr/commitptr/store/azblob" // registers az://
 	"github.com/commitptr/commitptr/store/fs"
@@ -36,10 +28,13 @@ type Factory struct {
 	New  func(t testing.TB) store.Store
 }
 
-// All returns a factory per driver. The s3, minio, gcs and azblob factories
-// start the shared test servers on first use and fail the test if they
-// cannot run.
-func All() []Factory {
+// Stores returns a factory per driver: mem, fs, the s3 and minio drivers
+// against versitygw (S3), the gcs driver against fake-gcs-server (GCS) and
+// the azblob driver against Azurite. The s3, minio, gcs and azblob
+// factories start their servers on first use and fail the test if they
+// cannot run. Tests that range over Stores, or run through EachStore or
+// EachStoreAtOnce, check their invariants on every driver.
+func Stores() []Factory {
 	return []Factory{
 		{"mem", func(testing.TB) store.Store { return mem.New() }},
 		{"fs", func(t testing.TB) store.Store {
@@ -49,8 +44,8 @@ func All() []Factory {
 			}
 			return s
 		}},
-		{"s3", func(t testing.TB) store.Store { return remote(t, "s3") }},
-		{"minio", func(t testing.TB) store.Store { return remote(t, "minio") }},
+		{"s3", func(t testing.TB) store.Store { return s3Store(t, "s3") }},
+		{"minio", func(t testing.TB) store.Store { return s3Store(t, "minio") }},
 		{"gcs", gcsStore},
 		{"azblob", azblobStore},
 	}
@@ -65,7 +60,7 @@ func All() []Factory {
 // that are about timeouts set their own.
 func azblobStore(t testing.TB) store.Store {
 	t.Helper()
-	srv := azurite.Shared(t)
+	srv := Azurite(t)
 	srv.UseCredentials()
 	cfg := store.Config{Endpoint: srv.Endpoint, Timeouts: store.Timeouts{Header: azuriteTimeout, Idle: azuriteTimeout}}
 	s, err := store.Open(context.Background(), "az://"+srv.NewContainer(t), cfg)
@@ -77,33 +72,33 @@ func azblobStore(t testing.TB) store.Store {
 
 const azuriteTimeout = 2 * time.Minute
 
-// Local returns the factories that need no server (mem and fs).
-func Local() []Factory { return All()[:2] }
+// LocalStores returns the factories that need no server (mem and fs).
+func LocalStores() []Factory { return Stores()[:2] }
 
-// Each runs fn on a fresh store of every driver, one driver after the
-// other, each as a subtest named after its driver.
-func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
+// EachStore runs fn on a fresh store of every driver, one driver after
+// the other, each as a subtest named after its driver.
+func EachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	t.Helper()
-	for _, f := range All() {
+	for _, f := range Stores() {
 		t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) })
 	}
 }
 
-// EachAtOnce is Each with the drivers run at the same time, for tests that
-// mostly wait for a store's clock to move: they use little CPU, so they need
-// not queue for -parallel slots.
-func EachAtOnce(t *testing.T, fn func(t *testing.T, s store.Store)) {
+// EachStoreAtOnce is EachStore with the drivers run at the same time, for
+// tests that mostly wait for a store's clock to move: they use little CPU,
+// so they need not queue for -parallel slots.
+func EachStoreAtOnce(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	t.Helper()
 	var wg sync.WaitGroup
-	for _, f := range All() {
+	for _, f := range Stores() {
 		wg.Go(func() { t.Run(f.Name, func(t *testing.T) { fn(t, f.New(t)) }) })
 	}
 	wg.Wait()
 }
 
-func remote(t testing.TB, scheme string) store.Store {
+func s3Store(t testing.TB, scheme string) store.Store {
 	t.Helper()
-	srv := s3server.Shared(t)
+	srv := S3(t)
 	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	s, err := store.Open(context.Background(), scheme+"://"+bucket, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
@@ -117,7 +112,7 @@ func remote(t testing.TB, scheme string) store.Store {
 // through store.Open as a user would.
 func gcsStore(t testing.TB) store.Store {
 	t.Helper()
-	srv := gcsserver.Shared(t)
+	srv := GCS(t)
 	s, err := store.Open(context.Background(), "gs://"+srv.NewBucket(t), store.Config{Endpoint: srv.Endpoint})
 	if err != nil {
 		t.Fatalf("open gcs store: %v", err)
@@ -185,8 +180,7 @@ var publishBuild struct {
 }
 
 // PublishBinary builds cmd/publish once per test process, for tests that
-// run it as a real process, and returns its path. TestMain removes it with
-// RemoveBinaries.
+// run it as a real process, and returns its path. Main removes it.
 func PublishBinary(t testing.TB) string {
 	t.Helper()
 	b := &publishBuild
@@ -206,8 +200,8 @@ func PublishBinary(t testing.TB) string {
 	return b.path
 }
 
-// RemoveBinaries deletes what PublishBinary built.
-func RemoveBinaries() {
+// removeBinaries deletes what PublishBinary built.
+func removeBinaries() {
 	if publishBuild.dir != "" {
 		os.RemoveAll(publishBuild.dir)
 	}
