@@ -46,18 +46,18 @@ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(go ve
 
 if want a; then
 	echo "== (a) floor ratios"
-	go test -run - -bench 'Floor' -benchtime 100x ./internal/perf | grep -E '^Benchmark'
+	go test -run - -bench 'Floor' -benchtime 100x ./tests/perf | grep -E '^Benchmark'
 fi
 
 if want plot; then
 	echo "== contention curve"
-	COMMITPTR_PLOT=$root/docs/contention.svg go test -run - -bench Contention -benchtime 1x ./internal/perf | grep -E '^Benchmark'
+	COMMITPTR_PLOT=$root/docs/contention.svg go test -run - -bench Contention -benchtime 1x ./tests/perf | grep -E '^Benchmark'
 fi
 
 if want c; then
 	echo "== (c) scale"
-	go test -run - -bench 'ScalePublish' -benchtime 1x -timeout 60m ./internal/perf | grep -E '^Benchmark'
-	go test -run - -bench 'CommitAfterHistory' -benchtime 50x -timeout 60m ./internal/perf | grep -E '^Benchmark'
+	go test -run - -bench 'ScalePublish' -benchtime 1x -timeout 60m ./tests/perf | grep -E '^Benchmark'
+	go test -run - -bench 'CommitAfterHistory' -benchtime 50x -timeout 60m ./tests/perf | grep -E '^Benchmark'
 fi
 
 t() { local s=$EPOCHREALTIME; "$@" >/dev/null; awk -v s="$s" -v e="$EPOCHREALTIME" 'BEGIN {print e - s}'; }

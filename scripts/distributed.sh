@@ -4,7 +4,7 @@
 # and two S3 gateways over it) and versitygw (three gateways over one
 # shared directory). For each, one after the other: `publish probe` on
 # every endpoint, then the linearizability and soak workloads
-# (TestDistributed, internal/reliability/distributed_test.go, clients spread
+# (TestDistributed, tests/reliability/distributed_test.go, clients spread
 # across the endpoints) while this script kills a random node with SIGKILL
 # and restarts it, and pauses another with SIGSTOP and resumes it, at
 # random, for the whole run. Once the workloads end it brings every node
@@ -72,7 +72,7 @@ if { [ -z "$only" ] || [ "$only" = seaweedfs ]; } && [ ! -x .cache/bin/weed ]; t
 fi
 echo "==> building publish and checking the distributed test compiles"
 go build -o "$out/publish" ./cmd/publish
-go vet -tags distributed ./internal/reliability
+go vet -tags distributed ./tests/reliability
 
 # Nodes: node_cmd[NAME] is the command line that starts NAME, node_pid[NAME]
 # its process while it runs; nodes lists the names of the deployment.
@@ -239,7 +239,7 @@ run_workload() {
 		COMMITPTR_DIST_DURATION="$duration" COMMITPTR_DIST_SYNC="$sync" \
 		COMMITPTR_DIST_RESULT="$result" COMMITPTR_SEED="$seed" COMMITPTR_ARTIFACTS="$work/artifacts" \
 		setsid go test -race -count=1 -tags distributed -run '^TestDistributed$' \
-		-timeout "$((dur_s + 2400))s" -v ./internal/reliability >"$log" 2>&1 &
+		-timeout "$((dur_s + 2400))s" -v ./tests/reliability >"$log" 2>&1 &
 	testpid=$!
 	while [ ! -e "$sync/started" ] && kill -0 "$testpid" 2>/dev/null; do sleep 1; done
 	inject "$sync"

@@ -24,7 +24,7 @@ import (
 // a 'publish' run per commit would be). COMMITPTR_STORE=mem runs it on
 // the in-memory store instead, with the same delay (see partitionsStore):
 //
-//	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./internal/perf
+//	COMMITPTR_PLOT=docs/partitions.svg go test -run - -bench Partitions -benchtime 1x ./tests/perf
 func BenchmarkPartitions(b *testing.B) {
 	dur, latency, procs := partitionsEnv(b)
 	series := map[bench.PartitionMode][]bench.Result{}
@@ -118,7 +118,7 @@ func partitionsStore(b *testing.B, latency time.Duration) store.Store {
 // each pair. Run lengths, delay, processes and store as
 // BenchmarkPartitions:
 //
-//	COMMITPTR_LATENCY=10ms go test -run - -bench PartitionsTail -benchtime 1x ./internal/perf
+//	COMMITPTR_LATENCY=10ms go test -run - -bench PartitionsTail -benchtime 1x ./tests/perf
 func BenchmarkPartitionsTail(b *testing.B) {
 	dur, latency, procs := partitionsEnv(b)
 	writers, pairs := envInt("COMMITPTR_WRITERS", 32), envInt("COMMITPTR_REPEAT", 5)
@@ -151,7 +151,7 @@ func BenchmarkPartitionsTail(b *testing.B) {
 // real S3 server, and reports commits, losses, objects uploaded twice and
 // requests against the floor.
 //
-//	go test -run - -bench PartitionPuts -benchtime 1x ./internal/perf
+//	go test -run - -bench PartitionPuts -benchtime 1x ./tests/perf
 func BenchmarkPartitionPuts(b *testing.B) {
 	s := remoteStore(b)
 	for b.Loop() {

@@ -25,7 +25,7 @@ func envInt(name string, def int) int {
 // (default 100,000) small files to the real S3 server in one commit and
 // reports wall time, the process's peak RSS and the stored manifest size.
 //
-//	go test -run - -bench ScalePublish -benchtime 1x -timeout 60m ./internal/perf
+//	go test -run - -bench ScalePublish -benchtime 1x -timeout 60m ./tests/perf
 func BenchmarkScalePublish(b *testing.B) {
 	n := envInt("COMMITPTR_SCALE_FILES", 100_000)
 	dir := b.TempDir()

@@ -4,7 +4,7 @@
 // iteration runs both, in alternating order, and the benchmark reports the
 // ratio of their total times.
 //
-//	go test -run - -bench Floor -benchtime 200x ./internal/perf
+//	go test -run - -bench Floor -benchtime 200x ./tests/perf
 package perf
 
 import (

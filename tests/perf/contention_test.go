@@ -18,7 +18,7 @@ import (
 // curve. Each sub-benchmark runs the scenario once for
 // COMMITPTR_CONTENTION_DURATION (default 5s):
 //
-//	COMMITPTR_PLOT=docs/contention.svg go test -run - -bench Contention -benchtime 1x ./internal/perf
+//	COMMITPTR_PLOT=docs/contention.svg go test -run - -bench Contention -benchtime 1x ./tests/perf
 func BenchmarkContention(b *testing.B) {
 	dur := 5 * time.Second
 	if v := os.Getenv("COMMITPTR_CONTENTION_DURATION"); v != "" {

@@ -32,7 +32,7 @@ import (
 // with the tag "distributed", so that `go test ./...` neither runs nor
 // skips it; the script runs it as
 //
-//	go test -race -tags distributed -run '^TestDistributed$' ./internal/reliability
+//	go test -race -tags distributed -run '^TestDistributed$' ./tests/reliability
 //
 // with these environment variables:
 //
