@@ -43,7 +43,7 @@ var layers = map[string]int{
 // tests/, which hold tests only, are test support too (isTestSupport).
 // Test support may import any package of the module.
 var testSupport = map[string]bool{
-	"store/storetest": true, "internal/faultstore": true, "internal/faults": true,
+	"store/storetest": true, "internal/faults": true,
 	"internal/faults/remote": true, "internal/testenv": true, "internal/procattr": true,
 	"internal/wanproxy": true, "internal/wanproxy/cmd/wanproxy": true,
 }

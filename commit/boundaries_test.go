@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
@@ -181,9 +181,9 @@ func TestCommitReturnsThePointerWritten(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		_, err := publish(t, commit.New(s), map[string]string{"x": "first"}, commit.CommitOptions{})
 		require.NoError(t, err)
-		fs := faultstore.New(s)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Hold, Times: 1})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs := faults.NewStore(s)
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Late, Times: 1})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			require.NoError(t, fs.Release())
 		}})
 		got, err := publish(t, commit.New(fs), map[string]string{"x": "second"}, commit.CommitOptions{})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -93,11 +94,16 @@ func TestAddDirRefusesFileChangedWhileRead(t *testing.T) {
 				big := filepath.Join(dir, "big.bin")
 				writeDated(t, big, randomBytes(t, changingSize))
 				writeDated(t, filepath.Join(dir, "small.txt"), []byte("small"))
-				hook := &faultstore.BodyHook{Store: s, Suffix: "/big.bin", At: changingAt, Then: func() { ch.apply(t, big) }}
+				hook := faults.NewStore(s)
+				var changed atomic.Bool
+				hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/big.bin", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
+					ch.apply(t, big)
+					changed.Store(true)
+				}})
 				tx, err := commit.New(hook).Begin(ctx)
 				require.NoError(t, err)
 				err = tx.AddDir(ctx, dir)
-				require.True(t, hook.Fired(), "the upload of big.bin read past the change")
+				require.True(t, changed.Load(), "the upload of big.bin read past the change")
 				require.Error(t, err)
 				assert.ErrorIs(t, err, commit.ErrChanged)
 				assert.Contains(t, err.Error(), big+": changed while it was read")
@@ -138,12 +144,17 @@ func TestPutFileIgnoreChanges(t *testing.T) {
 			body := randomBytes(t, changingSize)
 			writeDated(t, p, body)
 			s := mem.New()
-			hook := &faultstore.BodyHook{Store: s, Suffix: "/log", At: changingAt, Then: func() { ch.apply(t, p) }}
+			hook := faults.NewStore(s)
+			var changed atomic.Bool
+			hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/log", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
+				ch.apply(t, p)
+				changed.Store(true)
+			}})
 			d := commit.New(hook)
 			tx, err := d.Begin(ctx)
 			require.NoError(t, err)
 			err = tx.PutFile(ctx, "log", p, commit.IgnoreChanges())
-			require.True(t, hook.Fired())
+			require.True(t, changed.Load())
 			if f == "shrunk" {
 				require.ErrorIs(t, err, commit.ErrChanged)
 				assert.Contains(t, err.Error(), p+": changed while it was read")
@@ -238,13 +249,18 @@ func TestReuploadRefusesFileChangedWhileRead(t *testing.T) {
 	e, _ := snap.Manifest.Find("x")
 	require.NoError(t, s.Delete(ctx, e.Key, store.DeleteOptions{}))
 
-	hook := &faultstore.BodyHook{Store: s, Suffix: "/x", At: changingAt, Then: func() { localChanges()[0].apply(t, p) }}
+	hook := faults.NewStore(s)
+	var changed atomic.Bool
+	hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/x", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
+		localChanges()[0].apply(t, p)
+		changed.Store(true)
+	}})
 	tx, err = commit.New(hook).Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, tx.PutFile(ctx, "x", p))
 	require.Equal(t, 1, tx.Reused())
 	_, err = tx.Commit(ctx, commit.CommitOptions{})
-	require.True(t, hook.Fired())
+	require.True(t, changed.Load())
 	require.ErrorIs(t, err, commit.ErrChanged)
 	assert.Contains(t, err.Error(), p+": changed while it was read")
 	now, err := d.Open(ctx)

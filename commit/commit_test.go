@@ -19,7 +19,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -282,22 +282,22 @@ func readOneGeneration(ctx context.Context, d *commit.Dataset) error {
 // either a timeout or the SDK-retry shape that ends in 412. The commit must
 // report success and keep its objects.
 func TestLostResponse(t *testing.T) {
-	for _, mode := range []struct {
+	for _, c := range []struct {
 		name string
-		mode faultstore.Mode
+		kind faults.Kind
 		err  error
 	}{
-		{"timeout", faultstore.After, context.DeadlineExceeded},
-		{"5xx", faultstore.After, errors.New("500 InternalError")},
-		{"sdk-retry-412", faultstore.AfterRetry, nil},
+		{"timeout", faults.Lost, context.DeadlineExceeded},
+		{"5xx", faults.Lost, errors.New("500 InternalError")},
+		{"sdk-retry-412", faults.Retried, nil},
 	} {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			testenv.EachStore(t, func(t *testing.T, s store.Store) {
-				fs := faultstore.New(s)
+				fs := faults.NewStore(s)
 				d := commit.New(fs)
 				_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 				require.NoError(t, err)
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: mode.mode, Times: 1, Err: mode.err})
+				fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: c.kind, Times: 1, Err: c.err})
 				p, err := publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
 				require.NoError(t, err, "the write landed, so the commit succeeded")
 				snap := checkComplete(t, d)
@@ -314,13 +314,13 @@ func TestLostResponse(t *testing.T) {
 func TestBuiltOnTopOfMe(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		other := commit.New(s)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		var top *pointer.Pointer
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
 			var err error
 			top, err = publish(t, other, map[string]string{"x": "3"}, commit.CommitOptions{})
 			require.NoError(t, err)
@@ -347,14 +347,14 @@ func TestBuiltOnTopOfMe(t *testing.T) {
 // The commit must say so and delete nothing.
 func TestCommitUnknown(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1})
 		tx, err := d.Begin(context.Background())
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+		fs.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused})
 		require.NoError(t, tx.PutBytes(context.Background(), "x", []byte("2")))
 		_, err = tx.Commit(context.Background(), commit.CommitOptions{})
 		require.ErrorIs(t, err, commit.ErrCommitUnknown)
@@ -369,12 +369,12 @@ func TestCommitUnknown(t *testing.T) {
 // commit re-reads, finds nothing changed, and retries without restaging.
 func TestNotAppliedRetries(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		c := store.Count(fs)
 		d := commit.New(c)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Before, Times: 2, Err: store.ErrConflict})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Refused, Times: 2, Err: store.ErrConflict})
 		before := c.Counts()
 		_, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
 		require.NoError(t, err)
@@ -663,12 +663,12 @@ func TestPinRenewLandsLate(t *testing.T) {
 func TestManifestReadBackCut(t *testing.T) {
 	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
-			fs := faultstore.New(f.New(t))
+			fs := faults.NewStore(f.New(t))
 			d := commit.New(fs)
 			// No files: the first write and read under _gen/ are the
 			// manifest's.
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.AfterRetry, Times: 1})
-			fs.Add(faultstore.Rule{Op: store.OpGet, Key: generation.Dir, Mode: faultstore.Cut, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: faults.Retried, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpGet, Key: generation.Dir, Kind: faults.Cut, Times: 1})
 			p, err := publish(t, d, map[string]string{}, commit.CommitOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
@@ -681,9 +681,9 @@ func TestManifestReadBackCut(t *testing.T) {
 func TestManifestSpurious412(t *testing.T) {
 	for _, f := range testenv.LocalStores() {
 		t.Run(f.Name, func(t *testing.T) {
-			fs := faultstore.New(f.New(t))
+			fs := faults.NewStore(f.New(t))
 			d := commit.New(fs)
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.AfterRetry, Times: 100})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: faults.Retried, Times: 100})
 			p, err := publish(t, d, map[string]string{"a": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, p.Generation, checkComplete(t, d).Generation())
@@ -697,17 +697,17 @@ func TestManifestSpurious412(t *testing.T) {
 // reads the first content, whatever the failed write did.
 func TestFailedRePut(t *testing.T) {
 	for _, f := range testenv.Stores() {
-		for name, mode := range map[string]faultstore.Mode{"lands at once": faultstore.After, "lands after the commit": faultstore.Hold} {
+		for name, kind := range map[string]faults.Kind{"lands at once": faults.Lost, "lands after the commit": faults.Late} {
 			t.Run(f.Name+"/"+name, func(t *testing.T) {
 				ctx := context.Background()
-				fs := faultstore.New(f.New(t))
+				fs := faults.NewStore(f.New(t))
 				d := commit.New(fs)
 				tx, err := d.Begin(ctx)
 				require.NoError(t, err)
 				require.NoError(t, tx.PutBytes(ctx, "a", []byte("first")))
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: mode, Times: 1})
+				fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: kind, Times: 1})
 				err = tx.PutBytes(ctx, "a", []byte("second"))
-				require.ErrorIs(t, err, faultstore.ErrInjected)
+				require.ErrorIs(t, err, faults.ErrInjected)
 				assert.Contains(t, err.Error(), `"a"`, "the error names the path")
 				_, err = tx.Commit(ctx, commit.CommitOptions{})
 				require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -25,7 +25,7 @@ import (
 func TestGroupIntentLandingAfterWithdrawalIsNeverCarried(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsW, fsC := faultstore.New(s), faultstore.New(s)
+	fsW, fsC := faults.NewStore(s), faults.NewStore(s)
 	dW, dC, direct := commit.New(fsW), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -36,8 +36,8 @@ func TestGroupIntentLandingAfterWithdrawalIsNeverCarried(t *testing.T) {
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	txW := partition(t, dW, "w/", map[string]string{"f": "w"})
 	wctx, cancel := context.WithCancel(ctx)
-	fsW.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.Hold, Times: 1})
-	fsW.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: cancel})
+	fsW.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Late, Times: 1})
+	fsW.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: cancel})
 	_, errW := txW.Commit(wctx, commit.CommitOptions{})
 	require.Error(t, errW)
 	assert.Empty(t, keysUnder(t, s, generation.Prefix(txW.Generation())), "W discarded")
@@ -57,7 +57,7 @@ func TestGroupIntentLandingAfterWithdrawalIsNeverCarried(t *testing.T) {
 func TestGroupLeaderCarriesFirstListingWhenSecondFails(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsL, fsC := faultstore.New(s), faultstore.New(s)
+	fsL, fsC := faults.NewStore(s), faults.NewStore(s)
 	dL, dC, direct := commit.New(fsL), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -69,9 +69,9 @@ func TestGroupLeaderCarriesFirstListingWhenSecondFails(t *testing.T) {
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	var errC error
 	done := make(chan struct{})
-	fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsL.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() {
 		// L's intent is published; C publishes too, after it, and follows.
-		fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.Before, Times: 1})
+		fsL.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Refused, Times: 1})
 		go func() {
 			_, errC = txC.Commit(ctx, commit.CommitOptions{})
 			close(done)
@@ -96,7 +96,7 @@ func TestGroupLeaderCarriesFirstListingWhenSecondFails(t *testing.T) {
 func TestGroupFollowerCarriedWhileCarrierOutcomeUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -108,15 +108,15 @@ func TestGroupFollowerCarriedWhileCarrierOutcomeUnknown(t *testing.T) {
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	var errO error
 	done := make(chan struct{})
-	fsC.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsC.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() {
 		go func() {
 			_, errO = txO.Commit(ctx, commit.CommitOptions{})
 			close(done)
 		}()
 		awaitIntents(t, s, v.WriteID, 2)
 	}})
-	fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
-		fsC.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+	fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused})
 	}})
 	_, errC := txC.Commit(ctx, commit.CommitOptions{})
 	<-done

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -72,17 +72,17 @@ func carriedRound(t *testing.T, s store.Store) (dL, dF *commit.Dataset, wL, wF *
 	ctx := context.Background()
 	v := readPointer(t, s)
 	wL, wF = &putKeys{Store: s}, &putKeys{Store: s}
-	fsL, fsF := faultstore.New(wL), faultstore.New(wF)
+	fsL, fsF := faults.NewStore(wL), faults.NewStore(wF)
 	dL, dF = commit.New(fsL), commit.New(fsF)
 	commit.MarkGrouped(dL)
 	txL := partition(t, dL, "l/", map[string]string{"f": "l"})
 	txF := partition(t, dF, "f/", map[string]string{"f": "f"})
 	landed := make(chan struct{})
-	fsF.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() { <-landed }})
+	fsF.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() { <-landed }})
 	var pF *pointer.Pointer
 	var errF error
 	var wg sync.WaitGroup
-	fsL.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsL.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() {
 		wg.Go(func() { pF, errF = txF.Commit(ctx, commit.CommitOptions{}) })
 		awaitIntents(t, s, v.WriteID, 2)
 	}})
@@ -117,14 +117,14 @@ func TestGroupIntentOnReplacedValueThenClosedHeadRebasesAlone(t *testing.T) {
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	w := &putKeys{Store: s}
-	fs := faultstore.New(w)
+	fs := faults.NewStore(w)
 	tx := partition(t, commit.New(fs), "mine/", map[string]string{"f": "mine"})
 	var v, closed *pointer.Pointer
 	loseFirstCAS(t, fs, direct, func() {
 		v = readPointer(t, s)
 		// The intent's PUT is held while a fresh writer on V, which finds
 		// nobody at work, commits alone.
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Latency, Times: 1, Then: func() {
 			var err error
 			closed, err = partition(t, commit.New(s), "x/", map[string]string{"f": "x"}).Commit(ctx, commit.CommitOptions{})
 			require.NoError(t, err)

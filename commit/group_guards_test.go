@@ -19,7 +19,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -39,7 +39,7 @@ func TestGroupCarrierNeverCarriesLowerTokenOfOwnLease(t *testing.T) {
 	ctx := context.Background()
 	const lease = "mem://x/_lease/nightly"
 	s := mem.New()
-	fsO := faultstore.New(s)
+	fsO := faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ type rebasedRound struct {
 func rebasedCarrier(t *testing.T, s store.Store, atGroup func(v *pointer.Pointer)) rebasedRound {
 	t.Helper()
 	ctx := context.Background()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func rebasedCarrier(t *testing.T, s store.Store, atGroup func(v *pointer.Pointer
 	groupHeld(t, s, fsO, direct, func() {
 		v := readPointer(t, s)
 		writes := 0
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Then: func() {
 			if writes++; writes != 2 {
 				return
 			}
@@ -156,7 +156,7 @@ func TestGroupRebasedCarrierNeverResendsOnRewrite(t *testing.T) {
 func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO := commit.New(fsO, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -171,10 +171,10 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 	var txC *commit.Tx
 	var pC *pointer.Pointer
 	var errC error
-	fsO.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+	fsO.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 		v := readPointer(t, s)
 		txC = partition(t, dC, "c/", map[string]string{"f": "c"})
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			close(selected)
 			<-releaseC
 		}})
@@ -189,7 +189,7 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 		// O's rebase read V's manifest, which its Dataset still holds;
 		// another Tx of the Dataset may have replaced it since.
 		commit.ForgetHeldManifest(dO)
-		fsO.Add(faultstore.Rule{Op: store.OpGet, Key: generation.ManifestKey(v.Generation), Mode: faultstore.Before})
+		fsO.Add(faults.Rule{Op: store.OpGet, Key: generation.ManifestKey(v.Generation), Kind: faults.Refused})
 		cancelO()
 	}})
 	_, errO := txO.Commit(octx, commit.CommitOptions{})
@@ -214,7 +214,7 @@ func TestGroupWithdrawsWhenValueManifestUnreadable(t *testing.T) {
 func TestGroupCarriedKeepsUntouchedFilesInScope(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO := faultstore.New(s)
+	fsO := faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0", "p/keep": "k"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -317,9 +317,9 @@ func TestGroupBaseSnapshotReadersNeverMerged(t *testing.T) {
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	var txs [2]*commit.Tx
-	var fss [2]*faultstore.Store
+	var fss [2]*faults.Store
 	for i, path := range []string{"a", "b"} {
-		fss[i] = faultstore.New(s)
+		fss[i] = faults.NewStore(s)
 		tx, err := commit.New(fss[i]).Begin(ctx)
 		require.NoError(t, err)
 		require.NoError(t, tx.KeepAll(ctx))
@@ -332,7 +332,7 @@ func TestGroupBaseSnapshotReadersNeverMerged(t *testing.T) {
 	openHead(t, direct) // a commit that changed no file, and rebased
 	n := readPointer(t, s)
 	for _, fs := range fss {
-		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + n.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + n.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() {
 			awaitIntents(t, s, n.WriteID, 2)
 		}})
 	}
@@ -402,7 +402,7 @@ type roundOutcome struct {
 func roundWaiting(t *testing.T, s store.Store, begin func(d *commit.Dataset) *commit.Tx) roundOutcome {
 	t.Helper()
 	ctx := context.Background()
-	fsO := faultstore.New(s)
+	fsO := faults.NewStore(s)
 	dO, direct := commit.New(fsO), commit.New(s)
 	via := &intentPuts{Store: s}
 	var r roundOutcome
@@ -496,7 +496,7 @@ func followerRound(t *testing.T, waiting func(s store.Store, v *pointer.Pointer,
 	t.Helper()
 	ctx := context.Background()
 	s := mem.New()
-	fsC, fsW := faultstore.New(s), faultstore.New(s)
+	fsC, fsW := faults.NewStore(s), faults.NewStore(s)
 	_, err := publish(t, commit.New(s), map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	openHead(t, commit.New(s))
@@ -507,10 +507,10 @@ func followerRound(t *testing.T, waiting func(s store.Store, v *pointer.Pointer,
 	txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 	txW := partition(t, dW, "w/", map[string]string{"f": "w"})
 	waiting(s, v, txW)
-	fsC.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsC.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 1, Then: func() {
 		awaitIntents(t, s, v.WriteID, 3)
 	}})
-	fsW.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+	fsW.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Held, Times: 1, Then: func() {
 		deadline := time.Now().Add(time.Minute)
 		for readPointer(t, s).WriteID == v.WriteID {
 			require.True(t, time.Now().Before(deadline), "timed out waiting for C's commit")
@@ -665,19 +665,19 @@ func TestGroupWithdrawalKeepsCommitTime(t *testing.T) {
 	defer cancel()
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d, direct := commit.New(fs), commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	var committedAt time.Time
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
 		_, attrs, err := pointer.Read(ctx, s)
 		require.NoError(t, err)
 		committedAt = attrs.LastModified
 	}})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 		clock.Advance(time.Hour)
 		cancel()
 	}})
@@ -700,7 +700,7 @@ func TestGroupWithdrawalKeepsCommitTime(t *testing.T) {
 func TestGroupCarriedOnDamagedChainIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO := faultstore.New(s)
+	fsO := faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(s), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -183,8 +183,8 @@ func TestKeptFileJoinerUnknownObjectsCollected(t *testing.T) {
 // response while rewrite changes the pointer without a commit (same
 // generation, new write id): the Tx's first poll finds its intent dead and
 // it rebases on the same generation.
-func rewriteDuringIntent(fs *faultstore.Store, rewrite func()) {
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: rewrite})
+func rewriteDuringIntent(fs *faults.Store, rewrite func()) {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: rewrite})
 }
 
 // TestKeptFileMissingAfterRewriteFailsMissingObject: the head names a kept file whose
@@ -215,7 +215,7 @@ func TestKeptFileMissingAfterRewriteFailsMissingObject(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
 			before := damagedRound(t, s)
-			fs := faultstore.New(s)
+			fs := faults.NewStore(s)
 			d := commit.New(fs)
 			commit.MarkGrouped(d) // it joins the round on its base
 			tx := partition(t, d, "q/", map[string]string{"f": "q"})
@@ -247,7 +247,7 @@ func TestKeptFileJoinerRebasesOnCollectorRewrite(t *testing.T) {
 	stageObject(t, s, orphan, "x", "orphan")
 	clock.Advance(2 * time.Hour)
 	staleIntent(t, s, readPointer(t, s).WriteID)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	dq := commit.New(fs)
 	commit.MarkGrouped(dq) // it joins the round on its base
 	tx := partition(t, dq, "q/", map[string]string{"f": "q"})
@@ -275,8 +275,8 @@ func TestKeptFileMissingLeaderWithdraws(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
 	before := damagedRound(t, s)
-	fl := faultstore.New(s)
-	fj := faultstore.New(s)
+	fl := faults.NewStore(s)
+	fj := faults.NewStore(s)
 	leader := partition(t, commit.New(fl), "a/", map[string]string{"f": "a"})
 	joiner := partition(t, commit.New(fj), "b/", map[string]string{"f": "b"})
 	var (
@@ -288,7 +288,7 @@ func TestKeptFileMissingLeaderWithdraws(t *testing.T) {
 	// PUT's response held) until the leader has finished: the leader, a
 	// follower too, takes the round over and carries the joiner.
 	lDone := make(chan struct{})
-	fj.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+	fj.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 		close(jPosted)
 		<-lDone
 	}})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -63,10 +63,10 @@ func (p *proofs) all() []string {
 func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fa := faultstore.New(s)
+		fa := faults.NewStore(s)
 		a := commit.New(fa)
 		rec := &proofs{Store: s}
-		fb := faultstore.New(rec)
+		fb := faults.NewStore(rec)
 		b := commit.New(fb)
 		commit.MarkGrouped(b)
 		_, err := publish(t, a, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -83,16 +83,16 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 		)
 		// B's intent lands and B waits, before it polls, for A's commit:
 		// A, the first writer of the round, then carries B.
-		fb.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+		fb.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 			close(bPublished)
 			<-aLanded
 		}})
 		// A loses its first compare-and-swap to "theirs/", rebases, and
 		// publishes its intent on the new head; B, begun on that head,
 		// finds it and joins the round.
-		fa.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fa.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			commitOpen(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
-			fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+			fa.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 				txB = partition(t, b, "b/", map[string]string{"f": "b"})
 				go func() {
 					defer close(bDone)
@@ -100,7 +100,7 @@ func TestGroupJoinerLeavesKeptFiles(t *testing.T) {
 				}()
 				<-bPublished
 			}})
-			fa.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+			fa.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1, Then: func() {
 				close(aLanded)
 			}})
 		}})
@@ -190,10 +190,10 @@ func (g *gets) count(key string) int {
 func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fl := faultstore.New(s)
+	fl := faults.NewStore(s)
 	l := commit.New(fl)
 	counted := &gets{Store: s}
-	fa := faultstore.New(counted)
+	fa := faults.NewStore(counted)
 	a := commit.New(fa)
 	commit.MarkGrouped(a) // A joins the round on its base
 	_, err := publish(t, l, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -206,20 +206,20 @@ func TestGroupMissedRoundReadsHeadOnce(t *testing.T) {
 		errA  error
 		aDone = make(chan struct{})
 	)
-	fl.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fl.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		// L loses its first compare-and-swap and leads a round alone on
 		// the new head.
 		commitOpen(t, commit.New(s), "theirs/", map[string]string{"f": "theirs"})
 		seq := readPointer(t, s).Seq
 		aPublishing := make(chan struct{})
-		fa.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fa.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Latency, Times: 1, Then: func() {
 			close(aPublishing)
 			// A's intent lands only once L's commit did: too late.
 			require.Eventually(t, func() bool { return readPointer(t, s).Seq > seq }, 30*time.Second, time.Millisecond)
 		}})
 		// L's delete of its intent fails (the collector's to sweep), so
 		// A, listing after L's commit, follows L's intent.
-		fl.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: commit.IntentDir, Mode: faultstore.Before, Times: 1})
+		fl.Add(faults.Rule{Op: store.OpDeleteMany, Key: commit.IntentDir, Kind: faults.Refused, Times: 1})
 		// L lists its round once A, which joins it, is publishing.
 		holdRound(t, fl, s, func() {
 			txA = partition(t, a, "a/", map[string]string{"f": "a"})

@@ -23,7 +23,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
@@ -325,7 +325,7 @@ func TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
-			fsO, fsC := faultstore.New(s), faultstore.New(s)
+			fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 			dO := commit.New(fsO, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 			dC, direct := commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -340,9 +340,9 @@ func TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier(t *testing.T) {
 			var txC *commit.Tx
 			var pC *pointer.Pointer
 			var errC error
-			fsO.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+			fsO.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: func() {
 				txC = partition(t, dC, "c/", map[string]string{"f": "c"})
-				fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 					close(selected)
 					<-releaseC
 				}})
@@ -356,11 +356,11 @@ func TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier(t *testing.T) {
 				assert.True(t, readManifest(t, s, txC.Generation()).CarriedBy(txO.Generation()), "the carrier selected O")
 				switch variant {
 				case "withdrawal response lost":
-					fsO.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1})
+					fsO.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1})
 				case "withdrawal held":
-					fsO.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Hold, Times: 1})
+					fsO.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Late, Times: 1})
 				case "pointer unreadable":
-					fsO.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+					fsO.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused})
 				}
 				cancelO()
 			}})
@@ -399,7 +399,7 @@ func TestGroupWriterWithdrawsBeforeDiscardUnderPausedCarrier(t *testing.T) {
 // loses its first compare-and-swap to "theirs/", rebases on V and
 // publishes its intent there; the write that closes its round is held
 // while then runs (typically another process's writer that carries O).
-func groupHeld(t *testing.T, s store.Store, fsO *faultstore.Store, direct *commit.Dataset, then func()) {
+func groupHeld(t *testing.T, s store.Store, fsO *faults.Store, direct *commit.Dataset, then func()) {
 	t.Helper()
 	loseFirstCAS(t, fsO, direct, func() {
 		holdRound(t, fsO, s, func() {
@@ -422,7 +422,7 @@ func TestGroupCarrierNeverResendsOverRaisedFence(t *testing.T) {
 	ctx := context.Background()
 	const lease = "mem://x/_lease/nightly"
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -435,7 +435,7 @@ func TestGroupCarrierNeverResendsOverRaisedFence(t *testing.T) {
 	var errC error
 	groupHeld(t, s, fsO, direct, func() {
 		txC = partition(t, dC, "c/", map[string]string{"f": "c"})
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			assert.True(t, readManifest(t, s, txC.Generation()).CarriedBy(txO.Generation()), "the carrier selected O")
 			require.NoError(t, direct.RegisterFence(ctx, lease, 6))
 		}})
@@ -463,7 +463,7 @@ func TestGroupCarrierNeverResendsOverRaisedFence(t *testing.T) {
 func TestGroupLostCarrierResponseSettlesBothWriters(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -475,7 +475,7 @@ func TestGroupLostCarrierResponseSettlesBothWriters(t *testing.T) {
 	var errC error
 	groupHeld(t, s, fsO, direct, func() {
 		txC = partition(t, dC, "c/", map[string]string{"f": "c"})
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
 			require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/other", 1))
 		}})
 		pC, errC = txC.Commit(ctx, commit.CommitOptions{})
@@ -504,28 +504,28 @@ func TestGroupLostCarrierResponseSettlesBothWriters(t *testing.T) {
 // references: I1, I2). Not sent: C cannot carry O, and O commits on its
 // own after C. Either way O is applied exactly once.
 func TestGroupUnknownIntentWriteTakenAsWritten(t *testing.T) {
-	for _, mode := range []struct {
+	for _, c := range []struct {
 		name string
-		mode faultstore.Mode
-	}{{"landed", faultstore.After}, {"not sent", faultstore.Before}} {
-		t.Run(mode.name, func(t *testing.T) {
+		kind faults.Kind
+	}{{"landed", faults.Lost}, {"not sent", faults.Refused}} {
+		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := mem.New()
-			fsO, fsC := faultstore.New(s), faultstore.New(s)
+			fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 			dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 			_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			openHead(t, direct)
 			commit.MarkGrouped(dC) // it joins rounds from its first compare-and-swap
 			txO := partition(t, dO, "o/", map[string]string{"f": "o"})
-			fsO.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: mode.mode, Times: 1})
+			fsO.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: c.kind, Times: 1})
 			var txC *commit.Tx
 			var pC *pointer.Pointer
 			var errC error
 			loseFirstCAS(t, fsO, direct, func() {
 				holdRound(t, fsO, s, func() {
 					txC = partition(t, dC, "c/", map[string]string{"f": "c"})
-					if mode.mode == faultstore.Before {
+					if c.kind == faults.Refused {
 						joinRound(t, s) // a round to join, though O's intent is not there
 					}
 					pC, errC = txC.Commit(ctx, commit.CommitOptions{})
@@ -535,7 +535,7 @@ func TestGroupUnknownIntentWriteTakenAsWritten(t *testing.T) {
 			require.NoError(t, errC)
 			require.NoError(t, errO)
 			chain := chainOf(t, direct)
-			if mode.mode == faultstore.After {
+			if c.kind == faults.Lost {
 				assert.Equal(t, pC.Generation, txO.CarriedBy())
 				assert.Equal(t, []uint64{pC.Seq}, applications(chain, txO.Generation()))
 			} else {
@@ -862,7 +862,7 @@ func chaosRun(t *testing.T, seed uint64, prob float64, writers, partitions, comm
 func TestGroupUnreadableCarrierManifestIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO := commit.New(fsO, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 	dC, direct := commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -876,7 +876,7 @@ func TestGroupUnreadableCarrierManifestIsUnknown(t *testing.T) {
 		txC := partition(t, dC, "c/", map[string]string{"f": "c"})
 		pC, errC = txC.Commit(ctx, commit.CommitOptions{})
 		if errC == nil {
-			fsO.Add(faultstore.Rule{Op: store.OpGet, Key: generation.ManifestKey(pC.Generation), Mode: faultstore.Before})
+			fsO.Add(faults.Rule{Op: store.OpGet, Key: generation.ManifestKey(pC.Generation), Kind: faults.Refused})
 		}
 	})
 	_, errO := txO.Commit(ctx, commit.CommitOptions{})
@@ -904,7 +904,7 @@ func TestGroupUnreadableCarrierManifestIsUnknown(t *testing.T) {
 func TestGroupCarrierLosingToItsCarriedRoundsAgain(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fsO, fsC := faultstore.New(s), faultstore.New(s)
+	fsO, fsC := faults.NewStore(s), faults.NewStore(s)
 	dO, dC, direct := commit.New(fsO), commit.New(fsC), commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
@@ -913,7 +913,7 @@ func TestGroupCarrierLosingToItsCarriedRoundsAgain(t *testing.T) {
 	txO := partition(t, dO, "o/", map[string]string{"f": "o"})
 	// O's intent stays behind after its commit (its delete fails), for
 	// C's next round to find.
-	fsO.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: commit.IntentDir, Mode: faultstore.Before})
+	fsO.Add(faults.Rule{Op: store.OpDeleteMany, Key: commit.IntentDir, Kind: faults.Refused})
 	selected, releaseC, doneC := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var txC *commit.Tx
 	var pC *pointer.Pointer
@@ -922,8 +922,8 @@ func TestGroupCarrierLosingToItsCarriedRoundsAgain(t *testing.T) {
 		txC = partition(t, dC, "c/", map[string]string{"f": "c"})
 		// C's intent is never written: O's round, which O closes after C
 		// selected O, has nobody to carry.
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.Before, Times: 1})
-		fsC.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Refused, Times: 1})
+		fsC.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			close(selected)
 			<-releaseC
 		}})

@@ -17,7 +17,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -38,13 +38,13 @@ func groupRace(t *testing.T, s store.Store, opts commit.CommitOptions, third fun
 func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store, opts commit.CommitOptions, third func(other *commit.Dataset) *commit.Tx) (tx *commit.Tx, p *pointer.Pointer, tx3 *commit.Tx, p3 *pointer.Pointer, err error) {
 	t.Helper()
 	ctx := context.Background()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(via(fs))
 	other := commit.New(s)
 	_, err = publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx = partition(t, d, "mine/", map[string]string{"f": "mine"})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		commitOpen(t, other, "theirs/", map[string]string{"f": "theirs"})
 		holdRound(t, fs, s, func() {
 			require.Len(t, keysUnder(t, s, commit.IntentDir), 1, "the Tx's intent waits on the head")
@@ -62,9 +62,9 @@ func groupRaceVia(t *testing.T, s store.Store, via func(store.Store) store.Store
 // holdRound holds, while then runs, the first LIST of the round on the
 // current pointer value that the writer through fs sends: its intent is
 // published there, and the round is open to others.
-func holdRound(t *testing.T, fs *faultstore.Store, s store.Store, then func()) {
+func holdRound(t *testing.T, fs *faults.Store, s store.Store, then func()) {
 	t.Helper()
-	fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + readPointer(t, s).WriteID + "/", Mode: faultstore.HoldRequest, Times: 1, Then: then})
+	fs.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + readPointer(t, s).WriteID + "/", Kind: faults.Latency, Times: 1, Then: then})
 }
 
 // TestGroupCarried: a fresh writer that finds an intent waiting on its
@@ -170,17 +170,17 @@ func TestGroupCancelledWithdraws(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		other := commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 		var head *pointer.Pointer
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			head = commitOpen(t, other, "theirs/", map[string]string{"f": "theirs"})
 		}})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir, Mode: faultstore.HoldResponse, Times: 1, Then: cancel})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir, Kind: faults.Held, Times: 1, Then: cancel})
 		_, err = tx.Commit(ctx, commit.CommitOptions{})
 		require.ErrorIs(t, err, context.Canceled)
 		assert.False(t, errors.Is(err, commit.ErrCommitUnknown), "%v", err)
@@ -201,17 +201,17 @@ func TestGroupCancelledWithdraws(t *testing.T) {
 func TestGroupRebuiltAfterRewrite(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs, fs3 := faultstore.New(s), faultstore.New(s)
+		fs, fs3 := faults.NewStore(s), faults.NewStore(s)
 		d, other, direct := commit.New(fs), commit.New(fs3), commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 		var tx3 *commit.Tx
 		var p3 *pointer.Pointer
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-				fs3.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
+				fs3.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 					require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
 				}})
 				tx3 = partition(t, other, "third/", map[string]string{"f": "third"})
@@ -237,18 +237,18 @@ func TestGroupRebuiltAfterRewrite(t *testing.T) {
 func TestGroupFollowerSeesRewrite(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d, direct := commit.New(fs), commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 		var tx2 *commit.Tx
 		var err2 error
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			commitOpen(t, direct, "theirs/", map[string]string{"f": "theirs"})
 			// The Tx now rounds on theirs' commit; hold its rebased
 			// manifest while a second writer joins that round.
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: faults.Latency, Times: 1, Then: func() {
 				tx2 = partition(t, direct, "second/", map[string]string{"f": "second"})
 				commit.MarkGrouped(direct) // tx2 joins the Tx's round on its base
 				require.NoError(t, direct.RegisterFence(ctx, "mem://x/_lease/l", 1))
@@ -301,7 +301,7 @@ func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Stor
 	txB := partition(t, d, "b/", map[string]string{"f": "b"})
 	var arrived sync.WaitGroup
 	arrived.Add(2)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldResponse, Times: 2, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Held, Times: 2, Then: func() {
 		arrived.Done()
 		arrived.Wait() // both intents are there before either writer lists again
 	}})
@@ -310,7 +310,7 @@ func togetherRound(t *testing.T, s store.Store, via func(store.Store) store.Stor
 		// A and B list the round once each; the third LIST is the one
 		// with which the leader carries it.
 		var lists atomic.Int32
-		fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 3, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 3, Then: func() {
 			if lists.Add(1) == 3 {
 				whileCarried(func() { first.wake() })
 			}
@@ -418,7 +418,7 @@ func TestGroupRoundsOnlyOnOpenValues(t *testing.T) {
 		require.Zero(t, m4.Rebased, "the value is closed")
 
 		w = &putKeys{Store: s}
-		fs := faultstore.New(w)
+		fs := faults.NewStore(w)
 		lone := partition(t, commit.New(fs), "fifth/", map[string]string{"f": "fifth"})
 		loseFirstCASClosed(t, fs, commit.New(s))
 		p6, err := lone.Commit(ctx, commit.CommitOptions{})
@@ -440,9 +440,9 @@ func underIntents(prefixes []string) []string {
 
 // loseFirstCASClosed makes the next pointer write through fs lose to a
 // commit of "sixth/" by direct that meets nobody: its value is closed.
-func loseFirstCASClosed(t *testing.T, fs *faultstore.Store, direct *commit.Dataset) {
+func loseFirstCASClosed(t *testing.T, fs *faults.Store, direct *commit.Dataset) {
 	t.Helper()
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		p := partition(t, direct, "sixth/", map[string]string{"f": "sixth"})
 		_, err := p.Commit(context.Background(), commit.CommitOptions{})
 		require.NoError(t, err)
@@ -500,9 +500,9 @@ func (w *roundWatch) List(ctx context.Context, req store.ListRequest) (store.Lis
 // written by a commit of d that lost its first compare-and-swap and
 // rebased. v, the pointer value d's next writers begin on, is open, and
 // they join a round on it at their first compare-and-swap.
-func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (fs *faultstore.Store, d *commit.Dataset, v *pointer.Pointer) {
+func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (fs *faults.Store, d *commit.Dataset, v *pointer.Pointer) {
 	t.Helper()
-	fs = faultstore.New(s)
+	fs = faults.NewStore(s)
 	d = commit.New(via(fs))
 	direct := commit.New(s)
 	_, err := publish(t, direct, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -517,7 +517,7 @@ func contended(t *testing.T, s store.Store, via func(store.Store) store.Store) (
 }
 
 // awaitIntents waits until n intents are bound to the value with write
-// id head. It may run on a writer's goroutine (in a faultstore rule), so
+// id head. It may run on a writer's goroutine (in a faults rule), so
 // it reports a timeout with t.Errorf and returns.
 func awaitIntents(t *testing.T, s store.Store, head string, n int) {
 	t.Helper()
@@ -603,7 +603,7 @@ func TestGroupLeaderWhoseIntentWasCarriedSettles(t *testing.T) {
 	var pC *pointer.Pointer
 	var errC error
 	var lists atomic.Int32
-	fs.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Mode: faultstore.HoldRequest, Times: 2, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID + "/", Kind: faults.Latency, Times: 2, Then: func() {
 		if lists.Add(1) == 2 {
 			// L leads (its intent is the first published); C follows,
 			// finds the pointer unmoved, and carries the round itself.

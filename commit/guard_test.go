@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -23,7 +23,7 @@ import (
 // commit must end unknown and keep its staged objects, not discard them.
 func TestGuardFailsWhileWriteMayLand(t *testing.T) {
 	ctx := context.Background()
-	f := faultstore.New(mem.New())
+	f := faults.NewStore(mem.New())
 	d, pin, _ := pinnedChain(t, f, time.Hour)
 	target, err := d.OpenAt(ctx, "2")
 	require.NoError(t, err)
@@ -31,8 +31,8 @@ func TestGuardFailsWhileWriteMayLand(t *testing.T) {
 	require.NoError(t, err)
 	tx.KeepFrom(target)
 	tx.HoldPin(pin)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Hold, Times: 1, Then: func() {
-		f.Add(faultstore.Rule{Op: store.OpHead, Key: commit.PinDir, Mode: faultstore.Before})
+	f.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Late, Times: 1, Then: func() {
+		f.Add(faults.Rule{Op: store.OpHead, Key: commit.PinDir, Kind: faults.Refused})
 	}})
 	_, err = tx.Commit(ctx, commit.CommitOptions{Message: "rollback"})
 	require.ErrorIs(t, err, commit.ErrCommitUnknown, "a guard that fails while our write may still land")

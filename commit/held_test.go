@@ -14,7 +14,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -81,13 +81,13 @@ func TestWriterRefusesBaseManifestReplacedAfterCommit(t *testing.T) {
 func TestRebaseRefusesHeadWhoseManifestWasReplaced(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partitionWith(t, d, "mine/", map[string]string{"f": "mine"}, commit.Rebase{NoGroup: true})
 	var head *pointer.Pointer
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		var err error
 		head, err = publish(t, commit.New(s), map[string]string{"seed": "0", "other/x": "x"}, commit.CommitOptions{})
 		require.NoError(t, err)

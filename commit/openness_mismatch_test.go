@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -30,7 +30,7 @@ func TestIntentOnAValueTheCommitterDeemsClosedDiesWithIt(t *testing.T) {
 	require.False(t, commit.DefaultOpenness.Opens(readManifest(t, s, v.Generation)), "V is closed by the default rule")
 
 	wA := &putKeys{Store: s}
-	fsA := faultstore.New(wA)
+	fsA := faults.NewStore(wA)
 	dA := commit.New(fsA)
 	commit.MarkGrouped(dA)
 	txA := partition(t, dA, "a/", map[string]string{"f": "a"})
@@ -42,7 +42,7 @@ func TestIntentOnAValueTheCommitterDeemsClosedDiesWithIt(t *testing.T) {
 	var pB *pointer.Pointer
 	// B commits while A's LIST of its round is in flight, A's intent on V
 	// written.
-	fsA.Add(faultstore.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fsA.Add(faults.Rule{Op: store.OpList, Key: commit.IntentDir + v.WriteID, Kind: faults.Latency, Times: 1, Then: func() {
 		require.True(t, intentPut(keysUnder(t, s, commit.IntentDir), v.WriteID), "A's intent is on V")
 		commit.SetOpenness(t, commit.DefaultOpenness.Rebased, commit.DefaultOpenness.Carried)
 		var err error

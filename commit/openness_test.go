@@ -12,7 +12,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -45,12 +45,12 @@ func TestRoundsOnlyOnValuesThatRebasedThrice(t *testing.T) {
 		require.NoError(t, err)
 		for _, rebased := range []int{2, 3} {
 			w := &putKeys{Store: s}
-			fs := faultstore.New(w)
+			fs := faults.NewStore(w)
 			d := commit.New(fs)
 			commit.MarkGrouped(d)
 			tx := partition(t, d, fmt.Sprintf("mine%d/", rebased), map[string]string{"f": "mine"})
 			var lostTo *pointer.Pointer
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 				lostTo = commitRebased(t, s, fmt.Sprintf("theirs%d/", rebased), rebased)
 			}})
 			_, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -72,11 +72,11 @@ func TestRoundsOnlyOnValuesThatRebasedThrice(t *testing.T) {
 // the value it landed.
 func commitRebased(t *testing.T, s store.Store, prefix string, n int) *pointer.Pointer {
 	t.Helper()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	direct := commit.New(s)
 	tx := partition(t, commit.New(fs), prefix, map[string]string{"f": prefix})
 	i := 0
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: n, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: n, Then: func() {
 		i++
 		between := partition(t, direct, fmt.Sprintf("between%d-%s", i, prefix), map[string]string{"f": "between"})
 		_, err := between.Commit(context.Background(), commit.CommitOptions{})
@@ -104,9 +104,9 @@ func TestRebaseAfterBackoffReadsThePointerAgain(t *testing.T) {
 		require.NoError(t, err)
 	}
 	late := &afterSecondLoss{Store: s, then: func() { landDirect("during-the-wait") }}
-	fs := faultstore.New(late)
+	fs := faults.NewStore(late)
 	i := 0
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 2, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 2, Then: func() {
 		i++
 		landDirect(fmt.Sprintf("before%d", i))
 	}})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -67,8 +67,8 @@ func newBackoffRig(t *testing.T, n int32, hook func(r *backoffRig) error) *backo
 	_, err := publish(t, r.direct, map[string]string{"seed": "0", "mine/f": "base"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	r.w = &inTheWait{Store: r.s, n: n, hook: func() error { return hook(r) }}
-	fs := faultstore.New(r.w)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 2, Then: func() {
+	fs := faults.NewStore(r.w)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 2, Then: func() {
 		r.lostTo = append(r.lostTo, r.land(t, fmt.Sprintf("before%d/", len(r.lostTo)+1), "f"))
 	}})
 	r.tx = partitionWith(t, commit.New(fs), "mine/", map[string]string{"f": "mine"}, commit.Rebase{NoGroup: true})
@@ -91,7 +91,7 @@ func (r *backoffRig) land(t *testing.T, prefix, name string) *pointer.Pointer {
 // pointer read after the backoff fails, the rebase builds on the value
 // read back after the lost compare-and-swap, and the commit lands once.
 func TestRebaseAfterBackoffWhoseReadFailsBuildsOnTheReadBack(t *testing.T) {
-	r := newBackoffRig(t, 2, func(*backoffRig) error { return store.Wrap("get", pointer.Key, nil, faultstore.ErrInjected) })
+	r := newBackoffRig(t, 2, func(*backoffRig) error { return store.Wrap("get", pointer.Key, nil, faults.ErrInjected) })
 	p, err := r.tx.Commit(context.Background(), commit.CommitOptions{})
 	require.NoError(t, err)
 	require.True(t, r.w.fired.Load(), "the read after the backoff was sent")

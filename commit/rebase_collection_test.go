@@ -16,7 +16,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
@@ -36,11 +36,11 @@ func (c *advClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); 
 
 // advSetup gives a mem store on a controlled clock, a dataset through a
 // fault injector, a direct dataset (another writer), and a seed commit.
-func advSetup(t *testing.T) (*advClock, store.Store, *faultstore.Store, *commit.Dataset, *commit.Dataset) {
+func advSetup(t *testing.T) (*advClock, store.Store, *faults.Store, *commit.Dataset, *commit.Dataset) {
 	t.Helper()
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s := mem.New(mem.WithClock(clock.Now))
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -60,8 +60,8 @@ func advCollect(t *testing.T, s store.Store) *gc.Report {
 // loseFirstCAS makes the Tx's first pointer write lose: while it is in
 // flight, direct commits another partition. then, if set, runs after that
 // commit, still before the first write reaches the store.
-func loseFirstCAS(t *testing.T, fs *faultstore.Store, direct *commit.Dataset, then func()) {
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+func loseFirstCAS(t *testing.T, fs *faults.Store, direct *commit.Dataset, then func()) {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		commitOpen(t, direct, "theirs/", map[string]string{"f": "t"})
 		if then != nil {
 			then()
@@ -118,7 +118,7 @@ func TestRebaseSlowPastOrphanAgeIsStale(t *testing.T) {
 	var rep *gc.Report
 	loseFirstCAS(t, fs, direct, func() {
 		// The next write under _gen/ is the rebased manifest.
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: faults.Latency, Times: 1, Then: func() {
 			clock.Advance(time.Hour)
 			rep = advCollect(t, s)
 		}})
@@ -144,7 +144,7 @@ func TestRebasedCASHeldDuringCollectionIsStale(t *testing.T) {
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	var rep *gc.Report
 	loseFirstCAS(t, fs, direct, func() {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			clock.Advance(time.Hour)
 			rep = advCollect(t, s)
 		}})
@@ -169,7 +169,7 @@ func TestRebasedCASLandedDuringCollectionKeepsObjects(t *testing.T) {
 	clock, s, fs, d, direct := advSetup(t)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
 	loseFirstCAS(t, fs, direct, func() {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
 			clock.Advance(time.Hour)
 			advCollect(t, s)
 			p := partition(t, direct, "top/", map[string]string{"f": "top"})
@@ -208,15 +208,15 @@ func TestRebasedCASLandedDuringCollectionKeepsObjects(t *testing.T) {
 func TestRebasedUnknownOutcomeKeepsAll(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	loseFirstCAS(t, fs, direct, func() {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
-			fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused})
 		}})
 	})
 	_, err = tx.Commit(ctx, commit.CommitOptions{})
@@ -275,21 +275,21 @@ func TestRebaseStringPrefixPartitionsAreDisjoint(t *testing.T) {
 func TestRebaseLandingBeforeHorizonCASKeepsObjects(t *testing.T) {
 	ctx := context.Background()
 	clock, s, fs, d, direct := advSetup(t)
-	gcfs := faultstore.New(s)
+	gcfs := faults.NewStore(s)
 	gcReady, gcDone, writerDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var rep *gc.Report
 	var gcErr error
-	gcfs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+	gcfs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1, Then: func() {
 		// The token registration landed; hold the next pointer write,
 		// the horizon CAS, until the writer has committed.
-		gcfs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		gcfs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			close(gcReady)
 			<-writerDone
 		}})
 	}})
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
 	loseFirstCAS(t, fs, direct, func() {
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			clock.Advance(time.Hour)
 			go func() {
 				defer close(gcDone)
@@ -467,7 +467,7 @@ func TestRebaseOnRollback(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
-			fs := faultstore.New(s)
+			fs := faults.NewStore(s)
 			d := commit.New(fs)
 			direct := commit.New(s)
 			_, err := publish(t, d, map[string]string{"other/x": "v1"}, commit.CommitOptions{})
@@ -475,7 +475,7 @@ func TestRebaseOnRollback(t *testing.T) {
 			_, err = publish(t, d, map[string]string{"other/x": "v2", "other/y": "y"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 				rollbackTo(t, direct, 1)
 			}})
 			p, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -540,14 +540,14 @@ func TestRebasedCASHeldPastDiscardFails(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := f.New(t)
-			fs := faultstore.New(s)
+			fs := faults.NewStore(s)
 			d := commit.New(fs)
 			direct := commit.New(s)
 			_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 			loseFirstCAS(t, fs, direct, func() {
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Hold, Times: 1, Then: func() {
+				fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Late, Times: 1, Then: func() {
 					p := partition(t, direct, "mine/", map[string]string{"f": "theirs"})
 					_, err := p.Commit(ctx, commit.CommitOptions{})
 					require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -25,13 +25,13 @@ import (
 func TestRebaseBoundedInTime(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d, direct := commit.New(fs), commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partitionWith(t, d, "mine/", map[string]string{"f": "mine"}, commit.Rebase{MaxTime: time.Nanosecond, NoGroup: true})
 	n := 0
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 2, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 2, Then: func() {
 		n++
 		_, err := publish(t, direct, map[string]string{"seed": fmt.Sprint(n)}, commit.CommitOptions{})
 		require.NoError(t, err)
@@ -53,13 +53,13 @@ func TestRebaseBoundedInTime(t *testing.T) {
 func TestRebaseRefusesHeadWithOtherSeq(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	var bad *pointer.Pointer
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		p, attrs, err := pointer.Read(ctx, s)
 		require.NoError(t, err)
 		p.Seq++ // its manifest still says the seq before

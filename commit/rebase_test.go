@@ -17,7 +17,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -330,23 +330,23 @@ func TestRebaseReads(t *testing.T) {
 // lost, or its SDK retry meets its own write: the read-back settles it as
 // committed, on every driver.
 func TestRebaseLostResponse(t *testing.T) {
-	for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
-		t.Run(fmt.Sprint("mode", mode), func(t *testing.T) {
+	for _, kind := range []faults.Kind{faults.Lost, faults.Retried} {
+		t.Run(kind.String(), func(t *testing.T) {
 			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
-				fs := faultstore.New(s)
+				fs := faults.NewStore(s)
 				d := commit.New(fs)
 				other := commit.New(s)
 				_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 				require.NoError(t, err)
 				tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+				fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 					// The winner commits while our first CAS is in flight;
 					// the next pointer write, the rebased one, loses its
 					// response.
 					_, err := publish(t, other, map[string]string{"seed": "0", "theirs": "t"}, commit.CommitOptions{})
 					require.NoError(t, err)
-					fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: mode, Times: 1})
+					fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: kind, Times: 1})
 				}})
 				p, err := tx.Commit(ctx, commit.CommitOptions{})
 				require.NoError(t, err)
@@ -366,7 +366,7 @@ func TestRebaseLostResponse(t *testing.T) {
 func TestRebaseSettled(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		other := commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -374,10 +374,10 @@ func TestRebaseSettled(t *testing.T) {
 
 		alone := commit.Rebase{NoGroup: true} // the rebased CAS itself, not a group's
 		tx := partitionWith(t, d, "mine/", map[string]string{"f": "mine"}, alone)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			_, err := publish(t, other, map[string]string{"seed": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 				require.NoError(t, other.RegisterFence(ctx, "mem://x/_lease/l", 1))
 			}})
 		}})
@@ -388,11 +388,11 @@ func TestRebaseSettled(t *testing.T) {
 		assert.Equal(t, map[string]string{"seed": "1", "mine/f": "mine"}, contents(t, d))
 
 		tx = partitionWith(t, d, "again/", map[string]string{"f": "again"}, alone)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			p := partitionWith(t, other, "theirs/", map[string]string{"f": "t"}, alone)
 			_, err := p.Commit(ctx, commit.CommitOptions{})
 			require.NoError(t, err)
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
 				p := partition(t, other, "top/", map[string]string{"f": "top"})
 				_, err := p.Commit(ctx, commit.CommitOptions{})
 				require.NoError(t, err)
@@ -411,13 +411,13 @@ func TestRebaseSettled(t *testing.T) {
 func TestRebaseUnknownFirst(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.Before})
-	fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Refused})
+	fs.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused})
 	_, err = tx.Commit(ctx, commit.CommitOptions{})
 	require.ErrorIs(t, err, commit.ErrCommitUnknown)
 	assert.Zero(t, tx.Rebased())
@@ -431,7 +431,7 @@ func TestRebaseFenced(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		const lease, other = "mem://x/_lease/job", "mem://x/_lease/other"
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		direct := commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -440,7 +440,7 @@ func TestRebaseFenced(t *testing.T) {
 		// A higher token of our lease is registered as another writer
 		// commits: refused.
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			_, err := publish(t, direct, map[string]string{"seed": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			require.NoError(t, direct.RegisterFence(ctx, lease, 6))
@@ -454,7 +454,7 @@ func TestRebaseFenced(t *testing.T) {
 		// Another lease's fence registered meanwhile: the rebased commit
 		// carries it, and raises ours.
 		tx = partition(t, d, "mine/", map[string]string{"f": "mine"})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			_, err := publish(t, direct, map[string]string{"seed": "2"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			require.NoError(t, direct.RegisterFence(ctx, other, 3))
@@ -477,7 +477,7 @@ func TestRebaseHorizon(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		seen := &pointerTimes{Store: s}
-		fs := faultstore.New(seen)
+		fs := faults.NewStore(seen)
 		d := commit.New(fs)
 		direct := commit.New(s)
 		_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -486,7 +486,7 @@ func TestRebaseHorizon(t *testing.T) {
 		tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 		start := seen.last()
 		require.False(t, start.IsZero())
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			_, err := publish(t, direct, map[string]string{"seed": "1"}, commit.CommitOptions{})
 			require.NoError(t, err)
 			cur, attrs, err := pointer.Read(ctx, s)
@@ -514,7 +514,7 @@ func TestRebaseHorizon(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		tx = partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			_, err := publish(t, direct, map[string]string{"seed": "2"}, commit.CommitOptions{})
 			require.NoError(t, err)
 		}})
@@ -540,13 +540,13 @@ func TestRebaseHorizonCollected(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
 	require.NoError(t, err)
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine", "g": "mine"})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		_, err := publish(t, direct, map[string]string{"seed": "2"}, commit.CommitOptions{})
 		require.NoError(t, err)
 	}})
@@ -570,7 +570,7 @@ func TestRebaseHorizonCollected(t *testing.T) {
 func TestRebaseReproof(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"old": "o"}, commit.CommitOptions{})
@@ -586,7 +586,7 @@ func TestRebaseReproof(t *testing.T) {
 	require.NoError(t, tx.EnableRebase(commit.Rebase{}))
 	e, ok := old.Manifest.Find("old")
 	require.True(t, ok)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		_, err := publish(t, direct, map[string]string{"new": "n", "more": "m"}, commit.CommitOptions{})
 		require.NoError(t, err)
 		require.NoError(t, s.Delete(ctx, e.Key, store.DeleteOptions{}))
@@ -603,7 +603,7 @@ func TestRebaseReproof(t *testing.T) {
 func TestRebaseBounds(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	direct := commit.New(s)
 	_, err := publish(t, d, map[string]string{"seed": "0"}, commit.CommitOptions{})
@@ -611,7 +611,7 @@ func TestRebaseBounds(t *testing.T) {
 	tx := partition(t, d, "mine/", map[string]string{"f": "mine"})
 	require.NoError(t, tx.EnableRebase(commit.Rebase{Scope: "mine/", MaxAttempts: 2}))
 	n := 0
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 3, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 3, Then: func() {
 		n++
 		_, err := publish(t, direct, map[string]string{"seed": fmt.Sprint(n)}, commit.CommitOptions{})
 		require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -56,16 +56,16 @@ func TestRollbackJustBelowFloor(t *testing.T) {
 func TestManifestWriteFailsCommitFails(t *testing.T) {
 	ctx := context.Background()
 	m := mem.New()
-	fs := faultstore.New(m)
+	fs := faults.NewStore(m)
 	d := commit.New(fs, commit.WithRetry(commit.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond}))
 	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Dir, Mode: faultstore.Before})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Dir, Kind: faults.Refused})
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, tx.KeepAll(ctx))
 	_, err = tx.Commit(ctx, commit.CommitOptions{})
-	require.ErrorIs(t, err, faultstore.ErrInjected)
+	require.ErrorIs(t, err, faults.ErrInjected)
 	fs.Clear()
 	assert.EqualValues(t, 1, checkComplete(t, d).Seq())
 }

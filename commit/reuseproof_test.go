@@ -13,7 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -24,12 +24,12 @@ import (
 // stages the directory again with AddDir: the two unchanged files are
 // reused and proven while the changed one uploads (ReuseProof). It
 // returns the Tx, past its proof, and the keys it reuses.
-func earlyProofSetup(t *testing.T, rebase bool) (s store.Store, fs *faultstore.Store, direct *commit.Dataset, tx *commit.Tx, reused []string) {
+func earlyProofSetup(t *testing.T, rebase bool) (s store.Store, fs *faults.Store, direct *commit.Dataset, tx *commit.Tx, reused []string) {
 	t.Helper()
 	ctx := context.Background()
 	clock := &advClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	s = mem.New(mem.WithClock(clock.Now))
-	fs = faultstore.New(s)
+	fs = faults.NewStore(s)
 	d := commit.New(fs, commit.WithConcurrency(4))
 	direct = commit.New(s)
 	dir := writeFiles(t, 3, "1")
@@ -85,7 +85,7 @@ func replaceReused(t *testing.T, s store.Store, direct *commit.Dataset, reused [
 func TestEarlyProofThenCollectionBeforeCASDoesNotLand(t *testing.T) {
 	ctx := context.Background()
 	s, fs, direct, tx, reused := earlyProofSetup(t, false)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		replaceReused(t, s, direct, reused)
 	}})
 	p, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -147,13 +147,13 @@ func TestEarlyProofThenCollectionRebaseKeepsSharedObjects(t *testing.T) {
 // upload succeeded.
 func TestEarlyProofErrorReachesAddDir(t *testing.T) {
 	ctx := context.Background()
-	fs := faultstore.New(mem.New())
+	fs := faults.NewStore(mem.New())
 	d := commit.New(fs, commit.WithConcurrency(4), commit.WithRetry(commit.Retry{Base: time.Millisecond, Max: time.Millisecond}))
 	dir := writeFiles(t, 3, "1")
 	_, base := putDir(t, d, dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "d", "0000"), []byte("changed"), 0o644))
 	denied := errors.New("listing denied")
-	fs.Add(faultstore.Rule{Op: store.OpList, Key: generation.Prefix(base.Generation), Mode: faultstore.Before, Err: denied})
+	fs.Add(faults.Rule{Op: store.OpList, Key: generation.Prefix(base.Generation), Kind: faults.Refused, Err: denied})
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	err = tx.AddDir(ctx, dir)
@@ -167,7 +167,7 @@ func TestEarlyProofErrorReachesAddDir(t *testing.T) {
 // call), with the upload's error.
 func TestEarlyProofDoneWhenAddDirFails(t *testing.T) {
 	ctx := context.Background()
-	fs := faultstore.New(mem.New())
+	fs := faults.NewStore(mem.New())
 	l := &orderLog{Store: fs, proofLatency: 200 * time.Millisecond}
 	d := commit.New(l, commit.WithConcurrency(4), commit.WithRetry(commit.Retry{Base: time.Millisecond, Max: time.Millisecond}))
 	dir := writeFiles(t, 3, "1")
@@ -175,10 +175,10 @@ func TestEarlyProofDoneWhenAddDirFails(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "d", "0000"), []byte("changed"), 0o644))
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: generation.Prefix(tx.Generation()), Mode: faultstore.Before})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: generation.Prefix(tx.Generation()), Kind: faults.Refused})
 	l.reset()
 	err = tx.AddDir(ctx, dir)
-	require.ErrorIs(t, err, faultstore.ErrInjected)
+	require.ErrorIs(t, err, faults.ErrInjected)
 	l.mu.Lock()
 	open := 0
 	proofs := 0

@@ -15,7 +15,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -57,11 +57,11 @@ func TestCommitDuringHorizonCAS(t *testing.T) {
 					require.NoError(t, err)
 				}
 				windows := 0
-				fs := faultstore.New(s)
+				fs := faults.NewStore(s)
 				// The registration of the lease token passes; the CASes
 				// that follow it are held while the commits land.
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1})
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: tc.held, Then: func() {
+				fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1})
+				fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: tc.held, Then: func() {
 					windows++
 					if windows == 1 {
 						_, err := a.Commit(ctx, commit.CommitOptions{})
@@ -123,9 +123,9 @@ func TestPinDuringCorrectedCAS(t *testing.T) {
 			old, err := d.OpenAt(ctx, "1")
 			require.NoError(t, err)
 			stage(t, d, 1) // an orphan: the run needs its horizon CAS
-			fs := faultstore.New(s)
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1})
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			fs := faults.NewStore(s)
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 				publish(t, d, false, files(1, "four"))
 				if how == "pin" {
 					_, err := old.Pin(ctx, time.Hour, "reader")
@@ -290,10 +290,10 @@ func TestHorizonReadBackRetried(t *testing.T) {
 	d := dataset(s)
 	publish(t, d, false, files(2, "one"))
 	orphan := stage(t, d, 2)
-	fs := faultstore.New(s)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.After, Times: 1, Then: func() {
-		fs.Add(faultstore.Rule{Op: store.OpGet, Key: pointer.Key, Mode: faultstore.Before, Times: 1})
+	fs := faults.NewStore(s)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Lost, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Refused, Times: 1})
 	}})
 	rep, err := gc.Run(ctx, fs, strict())
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -37,18 +37,18 @@ func TestStaleCollectorChangesNothing(t *testing.T) {
 	for i := range 4 {
 		gens = append(gens, publish(t, d, false, files(2, fmt.Sprint(i))).Generation)
 	}
-	crashed := faultstore.New(s)
-	crashed.Add(faultstore.Rule{Op: store.OpDeleteMany, Mode: faultstore.Before, Times: 1})
+	crashed := faults.NewStore(s)
+	crashed.Add(faults.Rule{Op: store.OpDeleteMany, Kind: faults.Refused, Times: 1})
 	_, err := gc.Run(ctx, crashed, strict())
-	require.ErrorIs(t, err, faultstore.ErrInjected)
+	require.ErrorIs(t, err, faults.ErrInjected)
 	published, _, err := pointer.Read(ctx, s)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, published.GCFloor, "the crashed run published its floor")
 
 	var current *gc.Report
 	var left *pointer.Pointer
-	held := faultstore.New(s)
-	held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	held := faults.NewStore(s)
+	held.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		clock.Advance(strict().LeaseTTL + 2*time.Second) // the stale holder's lease expires
 		opts := strict()
 		opts.Owner = "current"
@@ -143,12 +143,12 @@ func TestStaleCollectorWriteWhenHolderHasNothingToDelete(t *testing.T) {
 
 			var current *gc.Report
 			var left *pointer.Pointer
-			held := faultstore.New(s)
+			held := faults.NewStore(s)
 			if tc.sent > 0 {
-				// A HoldResponse without Then passes the write through.
-				held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: tc.sent})
+				// A Held rule without Then passes the write through.
+				held.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: tc.sent})
 			}
-			held.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+			held.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 				clock.Advance(strict().LeaseTTL + 2*time.Second) // the stale holder's lease expires
 				opts := strict()
 				opts.Keep = 10

@@ -20,7 +20,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
@@ -527,14 +527,14 @@ func TestCrashBetweenBatches(t *testing.T) {
 			testenv.EachStoreAtOnce(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
 				d, big := seedBig(t, s, 1001)
-				fs := faultstore.New(s)
+				fs := faults.NewStore(s)
 				key := generation.Prefix(big) // the first request, a data one
 				if tc.manifest {
 					key = generation.ManifestKey(big)
 				}
-				fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: key, Mode: faultstore.Before, Times: 1})
+				fs.Add(faults.Rule{Op: store.OpDeleteMany, Key: key, Kind: faults.Refused, Times: 1})
 				rep, err := gc.Run(ctx, fs, strict())
-				require.ErrorIs(t, err, faultstore.ErrInjected)
+				require.ErrorIs(t, err, faults.ErrInjected)
 				assert.Contains(t, err.Error(), "delete batch")
 				assert.True(t, keysUnder(t, s, generation.Prefix(big))[generation.ManifestKey(big)], "the manifest goes last")
 				if tc.manifest {
@@ -563,12 +563,12 @@ func TestCrashBetweenBatches(t *testing.T) {
 func TestHorizonFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		mode    faultstore.Mode
+		kind    faults.Kind
 		failRun bool
 	}{
-		{"write fails", faultstore.Before, true},
-		{"response lost", faultstore.After, false},
-		{"retry refused", faultstore.AfterRetry, false},
+		{"write fails", faults.Refused, true},
+		{"response lost", faults.Lost, false},
+		{"retry refused", faults.Retried, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -577,15 +577,15 @@ func TestHorizonFaults(t *testing.T) {
 			d := dataset(s)
 			publish(t, d, false, files(2, "one"))
 			orphan := stage(t, d, 2)
-			fs := faultstore.New(s)
-			// The registration of the lease token passes (a HoldResponse
+			fs := faults.NewStore(s)
+			// The registration of the lease token passes (a Held rule
 			// without Then); the horizon write that follows is hit.
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1})
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: tc.mode, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: tc.kind, Times: 1})
 			before := objectsButPointer(t, s)
 			rep, err := gc.Run(ctx, fs, strict())
 			if tc.failRun {
-				require.ErrorIs(t, err, faultstore.ErrInjected)
+				require.ErrorIs(t, err, faults.ErrInjected)
 				assert.Contains(t, err.Error(), "publish horizon")
 				assert.Zero(t, rep.ObjectsDeleted)
 				assert.Equal(t, before, objectsButPointer(t, s), "nothing deleted without a horizon")
@@ -850,8 +850,8 @@ func TestDeadIntents(t *testing.T) {
 			_, err := s.Put(ctx, k, strings.NewReader("{}"), store.PutOptions{})
 			require.NoError(t, err)
 		}
-		fs := faultstore.New(s)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Then: func() {
+		fs := faults.NewStore(s)
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Then: func() {
 			p, _, err := pointer.Read(ctx, s)
 			require.NoError(t, err)
 			_, err = s.Put(ctx, commit.IntentDir+p.WriteID+"/live", strings.NewReader("{}"), store.PutOptions{})

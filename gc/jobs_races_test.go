@@ -17,7 +17,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -96,7 +96,7 @@ func TestLateTaskRecordOfALostAttemptIsNeverPublished(t *testing.T) {
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := dataset(fs)
 	publish(t, d, false, files(1, "base"))
 	j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -110,7 +110,7 @@ func TestLateTaskRecordOfALostAttemptIsNeverPublished(t *testing.T) {
 	require.NoError(t, winner.Tx().PutBytes(ctx, "x", []byte("winner")))
 	// The loser's record write is held in the network; the winner's lands
 	// meanwhile, and the loser reads it back.
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + "task/", Mode: faultstore.Hold, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + "task/", Kind: faults.Late, Times: 1, Then: func() {
 		_, err := winner.Commit(ctx)
 		require.NoError(t, err)
 	}})
@@ -159,10 +159,10 @@ func TestJobCommitHeldWhileTheCollectorDropsTheJobIsRefused(t *testing.T) {
 	publish(t, d, false, files(1, "base"))
 	_, taskGen := runJobTask(t, d, "j", "t")
 	clock.Advance(2 * time.Hour)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	j, err := job.Open(ctx, dataset(fs), "j")
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		rep, err := gc.Run(ctx, s, hourly())
 		require.NoError(t, err)
 		require.Equal(t, 1, rep.JobsDropped)
@@ -189,10 +189,10 @@ func TestCollectionDuringTheCommitOfAYoungJobKeepsIt(t *testing.T) {
 	stage(t, d, 1) // an orphan, so the run publishes a horizon
 	clock.Advance(2 * time.Hour)
 	_, _ = runJobTask(t, d, "young", "u")
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	j, err := job.Open(ctx, dataset(fs), "young")
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		rep, err := gc.Run(ctx, s, hourly())
 		require.NoError(t, err)
 		require.Equal(t, 1, rep.JobsDropped, "the old job goes")
@@ -214,7 +214,7 @@ func TestAbortAfterTheCommitRecordWasDroppedNeverDeletesCommittedObjects(t *test
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := dataset(fs)
 	publish(t, d, false, files(1, "base"))
 	j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -222,7 +222,7 @@ func TestAbortAfterTheCommitRecordWasDroppedNeverDeletesCommittedObjects(t *test
 	tk, err := j.Task("t", "a1", "test")
 	require.NoError(t, err)
 	require.NoError(t, tk.Tx().PutBytes(ctx, "x", []byte("x")))
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + "task/", Mode: faultstore.Hold, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + "task/", Kind: faults.Late, Times: 1})
 	_, err = tk.Commit(ctx)
 	require.NoError(t, err, "the resend committed the task")
 	_, err = j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
@@ -250,10 +250,10 @@ func TestJobCommitInTheInstantOfTheCollectorsHorizonIsRefused(t *testing.T) {
 	d := dataset(s)
 	publish(t, d, false, files(1, "base"))
 	_, taskGen := runJobTask(t, d, "j", "t")
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	j, err := job.Open(ctx, dataset(fs), "j")
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		rep, err := gc.Run(ctx, s, strict())
 		require.NoError(t, err)
 		require.Equal(t, j.StagingStart(), rep.Horizon.UTC())
@@ -336,8 +336,8 @@ func TestAbortOfAJobPartlyDroppedAfterItsCommitNeverDeletesCommittedObjects(t *t
 
 			clock.Advance(2 * time.Hour)
 			last, commitKey, recordKey := j.TaskKey(fmt.Sprintf("t%04d", tasks-1)), job.Prefix("j")+job.CommitName, job.Prefix("j")+job.RecordName
-			fs := faultstore.New(s)
-			fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: tc.stop(last, commitKey, recordKey), Mode: faultstore.Before, Times: 1})
+			fs := faults.NewStore(s)
+			fs.Add(faults.Rule{Op: store.OpDeleteMany, Key: tc.stop(last, commitKey, recordKey), Kind: faults.Refused, Times: 1})
 			_, err = gc.Run(ctx, fs, hourly())
 			require.Error(t, err, "the run stops")
 			require.Equal(t, tc.left(last, commitKey, recordKey), keysUnder(t, s, job.Dir))
@@ -363,7 +363,7 @@ func TestAbortOfADroppedJobWithALateTaskRecordNeverDeletesCommittedObjects(t *te
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := dataset(fs)
 	publish(t, d, false, files(1, "base"))
 	j, err := job.Begin(ctx, dataset(failCommitted{fs}), "j", job.Options{})
@@ -371,7 +371,7 @@ func TestAbortOfADroppedJobWithALateTaskRecordNeverDeletesCommittedObjects(t *te
 	tk, err := j.Task("t", "a1", "test")
 	require.NoError(t, err)
 	require.NoError(t, tk.Tx().PutBytes(ctx, "x", []byte("x")))
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Mode: faultstore.Hold, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Kind: faults.Late, Times: 1})
 	_, err = tk.Commit(ctx)
 	require.NoError(t, err, "the resend committed the task")
 	_, err = j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
@@ -380,7 +380,7 @@ func TestAbortOfADroppedJobWithALateTaskRecordNeverDeletesCommittedObjects(t *te
 
 	clock.Advance(2 * time.Hour)
 	recordKey := job.Prefix("j") + job.RecordName
-	fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: recordKey, Mode: faultstore.Before, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpDeleteMany, Key: recordKey, Kind: faults.Refused, Times: 1})
 	_, err = gc.Run(ctx, fs, hourly())
 	require.Error(t, err, "the run stops at the job record")
 	require.NoError(t, fs.Release(), "the held task record write lands")
@@ -401,7 +401,7 @@ func TestDriverOfAFinishedInstanceNeverCommitsItAgainOnceTheJobIsBegunAgain(t *t
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := dataset(fs)
 	publish(t, d, false, files(1, "base"))
 	j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -415,7 +415,7 @@ func TestDriverOfAFinishedInstanceNeverCommitsItAgainOnceTheJobIsBegunAgain(t *t
 	winner, err := j.Task("t", "a2", "test")
 	require.NoError(t, err)
 	require.NoError(t, winner.Tx().PutBytes(ctx, "x", []byte("winner")))
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Mode: faultstore.Hold, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Kind: faults.Late, Times: 1, Then: func() {
 		_, err := winner.Commit(ctx)
 		require.NoError(t, err)
 	}})
@@ -473,10 +473,10 @@ func TestCollectionThatListedAJobBeforeItCommittedKeepsItsNewCommitRecord(t *tes
 	require.NoError(t, err)
 	clock.Advance(2 * time.Hour)
 
-	fs := faultstore.New(s)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1}) // the lease token's registration
+	fs := faults.NewStore(s)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1}) // the lease token's registration
 	var res *job.Result
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		// The restarted driver commits the job before the horizon CAS.
 		j, err := job.Open(ctx, d, "j")
 		require.NoError(t, err)
@@ -503,7 +503,7 @@ func TestAbortInTheInstantOfTheCollectorsHorizonNeverDeletesCommittedObjects(t *
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := dataset(fs)
 	publish(t, d, false, files(1, "base"))
 	j, err := job.Begin(ctx, dataset(failCommitted{fs}), "j", job.Options{})
@@ -511,7 +511,7 @@ func TestAbortInTheInstantOfTheCollectorsHorizonNeverDeletesCommittedObjects(t *
 	tk, err := j.Task("t", "a1", "test")
 	require.NoError(t, err)
 	require.NoError(t, tk.Tx().PutBytes(ctx, "x", []byte("x")))
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Mode: faultstore.Hold, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Kind: faults.Late, Times: 1})
 	_, err = tk.Commit(ctx)
 	require.NoError(t, err, "the resend committed the task")
 	_, err = j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
@@ -519,7 +519,7 @@ func TestAbortInTheInstantOfTheCollectorsHorizonNeverDeletesCommittedObjects(t *
 	requireComplete(t, d)
 
 	recordKey := job.Prefix("j") + job.RecordName
-	fs.Add(faultstore.Rule{Op: store.OpDeleteMany, Key: recordKey, Mode: faultstore.Before, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpDeleteMany, Key: recordKey, Kind: faults.Refused, Times: 1})
 	rep, err := gc.Run(ctx, fs, strict())
 	require.Error(t, err, "the run stops at the job record")
 	require.Equal(t, j.StagingStart(), rep.Horizon.UTC(), "the horizon is the job's start")
@@ -542,7 +542,7 @@ func TestHeldCommitRecordOfAFinishedInstanceNeverMakesTheJobBegunAgainReportTheE
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	publish(t, dataset(s), false, files(1, "base"))
 	d := dataset(s)
 	first, err := job.Begin(ctx, d, "j", job.Options{})
@@ -554,7 +554,7 @@ func TestHeldCommitRecordOfAFinishedInstanceNeverMakesTheJobBegunAgainReportTheE
 
 	var again *job.Job
 	var earlier string
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Kind: faults.Latency, Times: 1, Then: func() {
 		res, err := first.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
 		require.NoError(t, err)
 		earlier = res.Generation
@@ -591,7 +591,7 @@ func TestLosingAttemptOfAJobCommittedAndBegunAgainKeepsItsObjects(t *testing.T) 
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	publish(t, dataset(s), false, files(1, "base"))
 	d := dataset(s)
 	j, err := job.Begin(ctx, d, "j", job.Options{})
@@ -606,7 +606,7 @@ func TestLosingAttemptOfAJobCommittedAndBegunAgainKeepsItsObjects(t *testing.T) 
 	require.NoError(t, later.Tx().PutBytes(ctx, "x", []byte("later")))
 
 	var committed string
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: first.TaskKey("t"), Mode: faultstore.After, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: first.TaskKey("t"), Kind: faults.Lost, Times: 1, Then: func() {
 		res, err := j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
 		require.NoError(t, err)
 		committed = res.Generation
@@ -636,7 +636,7 @@ func TestRewrittenCommitRecordOfAFinishedInstanceNeverMakesTheJobBegunAgainRepor
 	ctx := context.Background()
 	clock := newStoreClock()
 	s := memStore(clock.Now)
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	publish(t, dataset(s), false, files(1, "base"))
 	d := dataset(s)
 	first, err := job.Begin(ctx, d, "j", job.Options{})
@@ -650,7 +650,7 @@ func TestRewrittenCommitRecordOfAFinishedInstanceNeverMakesTheJobBegunAgainRepor
 	earlier := res.Generation
 
 	var again *job.Job
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Kind: faults.Latency, Times: 1, Then: func() {
 		clock.Advance(75 * time.Minute)
 		_, err := gc.Run(ctx, s, hourly())
 		require.NoError(t, err)

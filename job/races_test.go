@@ -13,7 +13,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
@@ -27,13 +27,13 @@ import (
 func TestAbortWhileTheCommitsPointerWriteIsInFlightDeletesNothing(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
 		require.NoError(t, err)
 		tk, err := runTask(t, j, "t", "a", map[string]string{"x": "1"})
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			err := job.Abort(ctx, commit.New(s), "j")
 			assert.ErrorIs(t, err, commit.ErrCommitUnknown)
 		}})
@@ -53,14 +53,14 @@ func TestAbortWhileTheCommitsPointerWriteIsInFlightDeletesNothing(t *testing.T) 
 func TestAbortAfterTheCommitLandedRefusesAndDeletesNothing(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
 		require.NoError(t, err)
 		_, err = runTask(t, j, "t", "a", map[string]string{"x": "1"})
 		require.NoError(t, err)
 		var landed string
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldResponse, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Held, Times: 1, Then: func() {
 			p, _, err := pointer.Read(ctx, s)
 			require.NoError(t, err)
 			landed = p.Generation
@@ -247,7 +247,7 @@ func TestAttemptWhoseRecordTheJobCommittedNeverDeletesItsObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			testenv.EachStore(t, func(t *testing.T, s store.Store) {
 				ctx := context.Background()
-				fs := faultstore.New(s)
+				fs := faults.NewStore(s)
 				d := commit.New(fs)
 				j, err := job.Begin(ctx, d, "j", job.Options{})
 				require.NoError(t, err)
@@ -262,7 +262,7 @@ func TestAttemptWhoseRecordTheJobCommittedNeverDeletesItsObjects(t *testing.T) {
 				// commits the job and the later attempt commits the task
 				// anew on the key the commit cleared.
 				var committed string
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Mode: faultstore.After, Times: 1, Then: func() {
+				fs.Add(faults.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Kind: faults.Lost, Times: 1, Then: func() {
 					res, err := j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
 					require.NoError(t, err)
 					committed = res.Generation
@@ -285,13 +285,13 @@ func TestAttemptWhoseRecordTheJobCommittedNeverDeletesItsObjects(t *testing.T) {
 func TestJobCommitThatLosesItsCompareAndSwapKeepsTheTasksObjects(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		fs := faultstore.New(s)
+		fs := faults.NewStore(s)
 		d := commit.New(fs)
 		j, err := job.Begin(ctx, d, "j", job.Options{})
 		require.NoError(t, err)
 		_, err = runTask(t, j, "t", "a", map[string]string{"x": "1"})
 		require.NoError(t, err)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 			tx, err := commit.New(s).Begin(ctx)
 			require.NoError(t, err)
 			require.NoError(t, tx.PutBytes(ctx, "y", []byte("2")))
@@ -365,7 +365,7 @@ func (p *pausedRecordRemoval) DeleteMany(ctx context.Context, keys []string) err
 func TestLoserNeverDeletesWhileTheCommitThatReadItsRecordRemovesTheRecords(t *testing.T) {
 	ctx := context.Background()
 	p := &pausedRecordRemoval{Store: mem.New(), removed: make(chan struct{}), release: make(chan struct{})}
-	fs := faultstore.New(p)
+	fs := faults.NewStore(p)
 	d := commit.New(fs)
 	j, err := job.Begin(ctx, d, "j", job.Options{})
 	require.NoError(t, err)
@@ -376,7 +376,7 @@ func TestLoserNeverDeletesWhileTheCommitThatReadItsRecordRemovesTheRecords(t *te
 	require.NoError(t, err)
 	require.NoError(t, later.Tx().PutBytes(ctx, "x", []byte("later")))
 	committed := make(chan error, 1)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Mode: faultstore.After, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: j.TaskKey("t"), Kind: faults.Lost, Times: 1, Then: func() {
 		go func() {
 			_, err := j.Commit(ctx, job.CommitOptions{ExpectTasks: 1})
 			committed <- err
@@ -407,8 +407,8 @@ func TestBeginHeldAcrossTheJobsCommitNeverReportsAnotherInstancesCommit(t *testi
 		_, err = runTask(t, first, "t", "a", map[string]string{"x": "1"})
 		require.NoError(t, err)
 
-		fs := faultstore.New(s)
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.RecordName, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		fs := faults.NewStore(s)
+		fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.RecordName, Kind: faults.Latency, Times: 1, Then: func() {
 			res, err := first.Commit(ctx, job.CommitOptions{})
 			assert.NoError(t, err)
 			assert.False(t, res.Recovered)
@@ -430,7 +430,7 @@ func TestBeginHeldAcrossTheJobsCommitNeverReportsAnotherInstancesCommit(t *testi
 func TestCommitMeetingAnotherInstancesCommittedRecordIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	fs := faultstore.New(s)
+	fs := faults.NewStore(s)
 	d := commit.New(fs)
 	j, err := job.Begin(ctx, d, "j", job.Options{})
 	require.NoError(t, err)
@@ -438,7 +438,7 @@ func TestCommitMeetingAnotherInstancesCommittedRecordIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	g, err := generation.New()
 	require.NoError(t, err)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: job.Prefix("j") + job.CommitName, Kind: faults.Latency, Times: 1, Then: func() {
 		_, err := s.Put(ctx, job.Prefix("j")+job.CommitName, strings.NewReader(`{"format":1,"job":"j","state":"committed","instance":"earlier","generation":"`+g+`","seq":7}`), store.PutOptions{IfNoneMatch: true})
 		require.NoError(t, err)
 	}})

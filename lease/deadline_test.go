@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
@@ -95,7 +95,7 @@ func TestHeldEndsAtDeadline(t *testing.T) {
 func adoptRenewal(t *testing.T, s store.Store, local *fakeClock) (*lease.Lease, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	f := faultstore.New(s)
+	f := faults.NewStore(s)
 	o := opts("a", time.Hour) // margin 6 min
 	o.Clock = local
 	a, err := lease.TryAcquire(ctx, f, "adopt", o)
@@ -105,8 +105,8 @@ func adoptRenewal(t *testing.T, s store.Store, local *fakeClock) (*lease.Lease, 
 	local.Advance(10 * time.Minute)
 	sent := local.Now()
 	key := lease.Key("adopt")
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: key, Mode: faultstore.After, Times: 1, Err: context.DeadlineExceeded})
-	f.Add(faultstore.Rule{Op: store.OpGet, Key: key, Mode: faultstore.Before, Times: 1, Err: context.DeadlineExceeded})
+	f.Add(faults.Rule{Op: store.OpPut, Key: key, Kind: faults.Lost, Times: 1, Err: context.DeadlineExceeded})
+	f.Add(faults.Rule{Op: store.OpGet, Key: key, Kind: faults.Refused, Times: 1, Err: context.DeadlineExceeded})
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NotErrorIs(t, err, lease.ErrLost)
@@ -115,8 +115,8 @@ func adoptRenewal(t *testing.T, s store.Store, local *fakeClock) (*lease.Lease, 
 	// the unknown one) and finds the unknown one in the store: adopted. The
 	// renewal it sends on top of it is refused too (access denied).
 	local.Advance(20 * time.Minute)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: key, Mode: faultstore.Before, Times: 1, Err: store.ErrAccess})
+	f.Add(faults.Rule{Op: store.OpPut, Key: key, Kind: faults.Latency, Times: 1, Then: func() {
+		f.Add(faults.Rule{Op: store.OpPut, Key: key, Kind: faults.Refused, Times: 1, Err: store.ErrAccess})
 	}})
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, store.ErrAccess)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
@@ -224,12 +224,12 @@ func TestCleanupEpochs(t *testing.T) {
 func TestEpochAmbiguousCreate(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
-			f := faultstore.New(s)
-			f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Dir + "amb/", Mode: mode, Times: 1})
+		for _, kind := range []faults.Kind{faults.Lost, faults.Retried} {
+			f := faults.NewStore(s)
+			f.Add(faults.Rule{Op: store.OpPut, Key: lease.Dir + "amb/", Kind: kind, Times: 1})
 			e, err := lease.TryAcquireEpoch(ctx, f, "amb", opts("a", time.Minute))
 			require.NoError(t, err)
-			f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Dir + "amb/", Mode: mode, Times: 1})
+			f.Add(faults.Rule{Op: store.OpPut, Key: lease.Dir + "amb/", Kind: kind, Times: 1})
 			require.NoError(t, e.Renew(ctx))
 			require.NoError(t, e.Release(ctx))
 			info, err := lease.StatusEpoch(ctx, s, "amb")
@@ -276,8 +276,8 @@ func TestEpochCreateLandsAfterCleanup(t *testing.T) {
 	require.NoError(t, first.Release(ctx))
 
 	inFlight, land := make(chan struct{}), make(chan struct{})
-	f := faultstore.New(s)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.EpochKey("e", 2), Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	f := faults.NewStore(s)
+	f.Add(faults.Rule{Op: store.OpPut, Key: lease.EpochKey("e", 2), Kind: faults.Latency, Times: 1, Then: func() {
 		close(inFlight)
 		<-land
 	}})

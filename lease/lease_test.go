@@ -16,7 +16,6 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
@@ -450,14 +449,14 @@ func TestClockSkew(t *testing.T) {
 // write of the protocol: a lease we hold is never reported as held by
 // someone else or as lost.
 func TestAmbiguousWrites(t *testing.T) {
-	modes := map[string]faultstore.Mode{"lost-response": faultstore.After, "spurious-412": faultstore.AfterRetry}
+	kinds := map[string]faults.Kind{"lost-response": faults.Lost, "spurious-412": faults.Retried}
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		for mname, mode := range modes {
-			t.Run(mname, func(t *testing.T) {
-				name := "amb-" + mname
-				f := faultstore.New(s)
-				fault := func() { f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key(name), Mode: mode, Times: 1}) }
+		for kname, kind := range kinds {
+			t.Run(kname, func(t *testing.T) {
+				name := "amb-" + kname
+				f := faults.NewStore(s)
+				fault := func() { f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key(name), Kind: kind, Times: 1}) }
 
 				fault()
 				a, err := lease.TryAcquire(ctx, f, name, opts("a", time.Minute))
@@ -494,15 +493,15 @@ func TestAmbiguousWrites(t *testing.T) {
 // the deadline still counts from the send: at send + 9 s the holder stops
 // believing it holds, though only 7 s passed since it heard back.
 func TestDeadlineCountsFromSend(t *testing.T) {
-	modes := map[string]faultstore.Mode{"held-response": faultstore.HoldResponse, "lost-response": faultstore.After}
-	for mname, mode := range modes {
-		t.Run(mname, func(t *testing.T) {
+	kinds := map[string]faults.Kind{"held-response": faults.Held, "lost-response": faults.Lost}
+	for kname, kind := range kinds {
+		t.Run(kname, func(t *testing.T) {
 			ctx := context.Background()
 			local := newFakeClock() // the holder's clock
-			f := faultstore.New(mem.New())
+			f := faults.NewStore(mem.New())
 			const delay = 2 * time.Second
 			hold := func() {
-				f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: mode, Times: 1, Then: func() { local.Advance(delay) }})
+				f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("x"), Kind: kind, Times: 1, Then: func() { local.Advance(delay) }})
 			}
 			o := opts("a", 10*time.Second) // margin 1 s
 			o.Clock = local
@@ -538,12 +537,12 @@ func TestDeadlineCountsFromSend(t *testing.T) {
 // loss; the lease holds until its deadline.
 func TestRenewFailureKeepsLease(t *testing.T) {
 	s := mem.New()
-	f := faultstore.New(s)
+	f := faults.NewStore(s)
 	c := store.Count(f)
 	ctx := context.Background()
 	a, err := lease.TryAcquire(ctx, c, "x", opts("a", time.Minute))
 	require.NoError(t, err)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Times: 1, Err: store.ErrAccess})
+	f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("x"), Kind: faults.Refused, Times: 1, Err: store.ErrAccess})
 	before := c.Counts()
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, store.ErrAccess)
@@ -570,12 +569,12 @@ func TestRenewRetriesTransient(t *testing.T) {
 		for ename, ferr := range errs {
 			t.Run(ename, func(t *testing.T) {
 				name := "retry-" + ename
-				f := faultstore.New(s)
+				f := faults.NewStore(s)
 				c := store.Count(f)
 				a, err := lease.TryAcquire(ctx, c, name, opts("a", time.Minute))
 				require.NoError(t, err)
 				first := a.Deadline()
-				f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key(name), Mode: faultstore.Before, Times: 2, Err: ferr})
+				f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key(name), Kind: faults.Refused, Times: 2, Err: ferr})
 				before := c.Counts()
 				require.NoError(t, a.Renew(ctx), "two refused writes, then one that lands")
 				assert.EqualValues(t, 3, c.Counts().Sub(before)[store.OpPut])
@@ -596,13 +595,13 @@ func TestRenewRetriesTransient(t *testing.T) {
 func TestRenewRetriesUntilDeadline(t *testing.T) {
 	ctx := context.Background()
 	local := newFakeClock()
-	f := faultstore.New(mem.New())
+	f := faults.NewStore(mem.New())
 	c := store.Count(f)
 	o := opts("a", 10*time.Second)
 	o.Clock = local
 	a, err := lease.TryAcquire(ctx, c, "x", o)
 	require.NoError(t, err)
-	f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("x"), Mode: faultstore.Before, Err: store.ErrConflict})
+	f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("x"), Kind: faults.Refused, Err: store.ErrConflict})
 	before := c.Counts()
 	done := make(chan error, 1)
 	go func() { done <- a.Renew(ctx) }()
@@ -674,7 +673,7 @@ func TestKeepAlive(t *testing.T) {
 func TestPausedHolder(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		f := faultstore.New(s)
+		f := faults.NewStore(s)
 		const ttl = 500 * time.Millisecond
 		a, err := lease.TryAcquire(ctx, f, "gc", opts("a", ttl))
 		require.NoError(t, err)
@@ -683,7 +682,7 @@ func TestPausedHolder(t *testing.T) {
 		require.NoError(t, err)
 
 		// Pause a: every renewal fails before it is sent.
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("gc"), Mode: faultstore.Before})
+		f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("gc"), Kind: faults.Refused})
 		a.KeepAlive(ctx)
 		select {
 		case <-a.Done():

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/faults"
-	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/store"
@@ -85,12 +84,12 @@ func TestStaleReleaseLeavesNewHolder(t *testing.T) {
 func TestReleaseAfterUnknownRenewal(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		f := faultstore.New(s)
+		f := faults.NewStore(s)
 		key := lease.Key("unknown")
 		a, err := lease.TryAcquire(ctx, f, "unknown", opts("a", time.Minute))
 		require.NoError(t, err)
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: key, Mode: faultstore.After, Times: 1, Err: context.DeadlineExceeded})
-		f.Add(faultstore.Rule{Op: store.OpGet, Key: key, Mode: faultstore.Before, Times: 1, Err: context.DeadlineExceeded})
+		f.Add(faults.Rule{Op: store.OpPut, Key: key, Kind: faults.Lost, Times: 1, Err: context.DeadlineExceeded})
+		f.Add(faults.Rule{Op: store.OpGet, Key: key, Kind: faults.Refused, Times: 1, Err: context.DeadlineExceeded})
 		require.ErrorIs(t, a.Renew(ctx), context.DeadlineExceeded)
 
 		require.NoError(t, a.Release(ctx))
@@ -111,12 +110,12 @@ func TestReleaseAfterUnknownRenewal(t *testing.T) {
 func TestReleaseUnknownIsAnError(t *testing.T) {
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		f := faultstore.New(s)
+		f := faults.NewStore(s)
 		key := lease.Key("unknown")
 		a, err := lease.TryAcquire(ctx, f, "unknown", opts("a", time.Minute))
 		require.NoError(t, err)
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: key, Mode: faultstore.Before, Times: 1, Err: &faults.Error{Kind: faults.Internal, Op: store.OpPut}})
-		f.Add(faultstore.Rule{Op: store.OpGet, Key: key, Mode: faultstore.Before, Times: 1, Err: context.DeadlineExceeded})
+		f.Add(faults.Rule{Op: store.OpPut, Key: key, Kind: faults.Refused, Times: 1, Err: &faults.Error{Kind: faults.Internal, Op: store.OpPut}})
+		f.Add(faults.Rule{Op: store.OpGet, Key: key, Kind: faults.Refused, Times: 1, Err: context.DeadlineExceeded})
 		err = a.Release(ctx)
 		require.Error(t, err, "neither the write nor the read back says the lease was released")
 		assert.Contains(t, err.Error(), `lease "unknown": release`)
@@ -155,11 +154,11 @@ func TestReleaseTokenRacingTakeover(t *testing.T) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "race", opts("a", time.Minute))
 		require.NoError(t, err)
-		f := faultstore.New(s)
+		f := faults.NewStore(s)
 		var b *lease.Lease
 		// Between ReleaseToken's read and its write, a gives the lease up
 		// and b takes it over.
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("race"), Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+		f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("race"), Kind: faults.Latency, Times: 1, Then: func() {
 			require.NoError(t, a.Release(ctx))
 			b, err = lease.TryAcquire(ctx, s, "race", opts("b", time.Minute))
 			require.NoError(t, err)
@@ -186,9 +185,9 @@ func TestReleaseTokenWriteFails(t *testing.T) {
 		ctx := context.Background()
 		a, err := lease.TryAcquire(ctx, s, "fails", opts("a", time.Minute))
 		require.NoError(t, err)
-		f := faultstore.New(s)
+		f := faults.NewStore(s)
 		c := store.Count(f)
-		f.Add(faultstore.Rule{Op: store.OpPut, Key: lease.Key("fails"), Mode: faultstore.Before, Times: 1, Err: &faults.Error{Kind: faults.Internal, Op: store.OpPut}})
+		f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("fails"), Kind: faults.Refused, Times: 1, Err: &faults.Error{Kind: faults.Internal, Op: store.OpPut}})
 		require.NoError(t, lease.ReleaseToken(ctx, c, "fails", a.Token()))
 		assert.Equal(t, "get=3 put=2", c.Counts().String(), "read, write (failed), read back, read, write")
 		info, err := lease.Status(ctx, s, "fails")

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/store"
@@ -84,9 +84,9 @@ func TestUpdateCountsEveryIncrementOnce(t *testing.T) {
 // TestUpdateLostResponseSettlesAsLanded: the write lands, the response is
 // lost; the read-back finds our write id and fn is not re-run.
 func TestUpdateLostResponseSettlesAsLanded(t *testing.T) {
-	for _, mode := range []faultstore.Mode{faultstore.After, faultstore.AfterRetry} {
-		fs := faultstore.New(testenv.LocalStores()[0].New(t))
-		fs.Add(faultstore.Rule{Op: store.OpPut, Key: "k", Mode: mode, Times: 1})
+	for _, kind := range []faults.Kind{faults.Lost, faults.Retried} {
+		fs := faults.NewStore(testenv.LocalStores()[0].New(t))
+		fs.Add(faults.Rule{Op: store.OpPut, Key: "k", Kind: kind, Times: 1})
 		runs := 0
 		_, err := object.Update(context.Background(), fs, "k", object.DefaultRetry, func(old []byte, exists bool) ([]byte, error) {
 			runs++
@@ -102,17 +102,17 @@ func TestUpdateLostResponseSettlesAsLanded(t *testing.T) {
 	}
 }
 
-// lateStore holds back the first Put (faultstore.Hold) and sends it just
+// lateStore holds back the first Put (faults.Late) and sends it just
 // before the next request of the chosen kind: a write whose request was
 // delayed in the network and landed after the writer had given up on it.
 type lateStore struct {
-	*faultstore.Store
+	*faults.Store
 	applyOn store.Op
 }
 
 func newLateStore(s store.Store, applyOn store.Op) *lateStore {
-	fs := faultstore.New(s)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Mode: faultstore.Hold, Times: 1})
+	fs := faults.NewStore(s)
+	fs.Add(faults.Rule{Op: store.OpPut, Kind: faults.Late, Times: 1})
 	return &lateStore{Store: fs, applyOn: applyOn}
 }
 
@@ -181,7 +181,7 @@ func TestUpdateUnsettledWriteIsUnknown(t *testing.T) {
 	}{
 		{name: "context ends during backoff", attempts: 5, cancel: true, cause: context.Canceled},
 		{name: "fn fails when re-run", attempts: 5, failRerun: true, cause: errFn},
-		{name: "attempts run out", attempts: 1, cause: faultstore.ErrInjected},
+		{name: "attempts run out", attempts: 1, cause: faults.ErrInjected},
 	}
 	for _, f := range testenv.Stores() {
 		for _, c := range cases {
@@ -191,8 +191,8 @@ func TestUpdateUnsettledWriteIsUnknown(t *testing.T) {
 				raw := f.New(t)
 				_, err := object.Update(ctx, raw, "n", object.DefaultRetry, increment)
 				require.NoError(t, err)
-				fs := faultstore.New(raw)
-				rule := faultstore.Rule{Op: store.OpPut, Key: "n", Mode: faultstore.Hold, Times: 1}
+				fs := faults.NewStore(raw)
+				rule := faults.Rule{Op: store.OpPut, Key: "n", Kind: faults.Late, Times: 1}
 				if c.cancel {
 					rule.Then = cancel
 				}
@@ -230,8 +230,8 @@ func TestUpdateForeignOverwriteAfterLostResponse(t *testing.T) {
 				raw := f.New(t)
 				_, err := object.Update(ctx, raw, "n", object.DefaultRetry, increment)
 				require.NoError(t, err)
-				fs := faultstore.New(raw)
-				fs.Add(faultstore.Rule{Op: store.OpPut, Key: "n", Mode: faultstore.After, Times: 1, Then: func() {
+				fs := faults.NewStore(raw)
+				fs.Add(faults.Rule{Op: store.OpPut, Key: "n", Kind: faults.Lost, Times: 1, Then: func() {
 					if foreign == "plain" {
 						_, err := raw.Put(ctx, "n", strings.NewReader("100"), store.PutOptions{})
 						require.NoError(t, err)
@@ -266,9 +266,9 @@ func TestUpdateForeignOverwriteAfterLostResponse(t *testing.T) {
 func TestUpdateUnknownWhenReadBackFails(t *testing.T) {
 	ctx := context.Background()
 	m := mem.New()
-	fs := faultstore.New(m)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.After, Times: 1})
-	fs.Add(faultstore.Rule{Op: store.OpHead, Key: "counter", Mode: faultstore.Before})
+	fs := faults.NewStore(m)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: "counter", Kind: faults.Lost, Times: 1})
+	fs.Add(faults.Rule{Op: store.OpHead, Key: "counter", Kind: faults.Refused})
 	calls := 0
 	_, err := object.Update(ctx, fs, "counter", object.Retry{Attempts: 1, Base: time.Millisecond, Max: time.Millisecond},
 		func(old []byte, exists bool) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -132,10 +133,15 @@ func TestPutRefusesFileChangedWhileRead(t *testing.T) {
 
 				big := filepath.Join(src, "big.bin")
 				writeDated(t, big, randomBytes(t, changingSize))
-				hook := &faultstore.BodyHook{Store: s, Suffix: "/big.bin", At: changingAt, Then: func() { change(t, big) }}
+				hook := faults.NewStore(s)
+				var changed atomic.Bool
+				hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/big.bin", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
+					change(t, big)
+					changed.Store(true)
+				}})
 				hookedStores.Store(url[len("hooked://"):], hook)
 				code, out, errs := cli(t, "", "put", src, url)
-				require.True(t, hook.Fired(), "the upload read past the change")
+				require.True(t, changed.Load(), "the upload read past the change")
 				assert.Equal(t, exitError, code, "stdout: %s\nstderr: %s", out, errs)
 				assert.Contains(t, errs, "publish: "+big+": changed while it was read (")
 				assert.Contains(t, errs, "nothing was committed")
@@ -161,17 +167,20 @@ func TestPutIgnoreChanging(t *testing.T) {
 			log := filepath.Join(src, "app.log")
 			body := randomBytes(t, changingSize)
 			writeDated(t, log, body)
-			hook := &faultstore.BodyHook{Store: s, Suffix: "/app.log", At: changingAt, Then: func() {
+			hook := faults.NewStore(s)
+			var grown, cut atomic.Bool
+			hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/app.log", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
 				f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
 				if assert.NoError(t, err) {
 					_, err = f.WriteString("a line written while put read the log\n")
 					assert.NoError(t, err)
 					assert.NoError(t, f.Close())
 				}
-			}}
+				grown.Store(true)
+			}})
 			url := hookedURL(t, hook)
 			ok(t, "put", "--ignore-changing", src, url)
-			require.True(t, hook.Fired())
+			require.True(t, grown.Load())
 			snap, err := commit.New(s).Open(context.Background())
 			require.NoError(t, err)
 			e, found := snap.Manifest.Find("app.log")
@@ -186,12 +195,12 @@ func TestPutIgnoreChanging(t *testing.T) {
 			ptr := readObject(t, s, pointer.Key)
 			before := listing(t, s)
 			writeDated(t, log, randomBytes(t, changingSize))
-			hook = &faultstore.BodyHook{Store: s, Suffix: "/app.log", At: changingAt, Then: func() {
+			hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/app.log", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
 				assert.NoError(t, os.Truncate(log, changingAt+1000))
-			}}
-			hookedStores.Store(url[len("hooked://"):], hook)
+				cut.Store(true)
+			}})
 			code, _, errs := cli(t, "", "put", "--ignore-changing", src, url)
-			require.True(t, hook.Fired())
+			require.True(t, cut.Load())
 			assert.Equal(t, exitError, code, errs)
 			assert.Contains(t, errs, log+": changed while it was read (its size went from")
 			assert.Contains(t, errs, "nothing was committed")
@@ -223,15 +232,18 @@ func TestVerifyRepairRefusesFileChangedWhileRead(t *testing.T) {
 			ptr := readObject(t, s, pointer.Key)
 			before := listing(t, s)
 
-			hook := &faultstore.BodyHook{Store: s, Suffix: "/big.bin", At: changingAt, Then: func() {
+			hook := faults.NewStore(s)
+			var changed atomic.Bool
+			hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/big.bin", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
 				b, err := os.ReadFile(big)
 				if assert.NoError(t, err) {
 					writeAt(t, big, []byte{^b[0]}, 0) // the first byte, read already
 				}
-			}}
+				changed.Store(true)
+			}})
 			hookedStores.Store(url[len("hooked://"):], hook)
 			code, out, errs := cli(t, "", "verify", "--repair", src, url)
-			require.True(t, hook.Fired())
+			require.True(t, changed.Load())
 			assert.Equal(t, exitError, code, "stdout: %s\nstderr: %s", out, errs)
 			assert.Contains(t, errs, "repair big.bin: "+big+": changed while it was read (")
 			assert.Contains(t, errs, "nothing was committed")
@@ -263,12 +275,15 @@ func TestPutReuploadRefusesFileChangedWhileRead(t *testing.T) {
 			ptr := readObject(t, s, pointer.Key)
 			before := listing(t, s)
 
-			hook := &faultstore.BodyHook{Store: s, Suffix: "/big.bin", At: changingAt, Then: func() {
+			hook := faults.NewStore(s)
+			var changed atomic.Bool
+			hook.Add(faults.Rule{Op: store.OpPut, Suffix: "/big.bin", Kind: faults.Paused, At: changingAt, Times: 1, Then: func() {
 				writeAt(t, big, make([]byte, changingSize), 0)
-			}}
+				changed.Store(true)
+			}})
 			hookedStores.Store(url[len("hooked://"):], hook)
 			code, out, errs := cli(t, "", "put", src, url)
-			require.True(t, hook.Fired())
+			require.True(t, changed.Load())
 			assert.Equal(t, exitError, code, "stdout: %s\nstderr: %s", out, errs)
 			assert.Contains(t, errs, "publish: "+big+": changed while it was read (")
 			assert.Contains(t, errs, "--ignore-changing")

@@ -23,7 +23,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/internal/bench"
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/lease"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
@@ -316,7 +316,7 @@ func init() {
 		if !ok {
 			return nil, fmt.Errorf("no held store %q", u.Host)
 		}
-		return s.(*faultstore.Store), nil
+		return s.(*faults.Store), nil
 	})
 }
 
@@ -478,11 +478,11 @@ func TestUpdateUnsettledWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			name := uuid.NewString()[:8]
-			fs := faultstore.New(mem.New())
+			fs := faults.NewStore(mem.New())
 			heldStores.Store(name, fs)
 			_, err := fs.Put(ctx, "counter", strings.NewReader("0\n"), store.PutOptions{})
 			require.NoError(t, err)
-			fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.Hold, Times: 1})
+			fs.Add(faults.Rule{Op: store.OpPut, Key: "counter", Kind: faults.Late, Times: 1})
 
 			code, _, errs := cli(t, "", "update", "held://"+name, "counter", tt.flag, "--", "sh", "-c", tt.script)
 			assert.Equal(t, exitUnknown, code, errs)

@@ -12,17 +12,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
 // heldURL returns a held:// dataset URL and its fault store.
-func heldURL(t *testing.T) (string, *faultstore.Store) {
+func heldURL(t *testing.T) (string, *faults.Store) {
 	t.Helper()
 	name := "into-" + uuid.NewString()[:8]
-	fs := faultstore.New(mem.New())
+	fs := faults.NewStore(mem.New())
 	heldStores.Store(name, fs)
 	t.Cleanup(func() { heldStores.Delete(name) })
 	return "held://" + name, fs
@@ -39,7 +39,7 @@ func TestPutIntoRace(t *testing.T) {
 
 	mine := writeTree(t, map[string]string{"a.csv": "mine a", "b.csv": "mine b"})
 	other := writeTree(t, map[string]string{"x.csv": "other"})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		ok(t, "put", "--into", "q/", other, url)
 	}})
 	var res putResult
@@ -54,7 +54,7 @@ func TestPutIntoRace(t *testing.T) {
 
 	// The same prefix: the held put loses.
 	again := writeTree(t, map[string]string{"c.csv": "mine c"})
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		ok(t, "put", "--into", "p/", other, url)
 	}})
 	code, out, errs := cli(t, "", "put", "--into", "p/", again, url)
@@ -66,7 +66,7 @@ func TestPutIntoRace(t *testing.T) {
 	assert.Equal(t, map[string]string{"x.csv": "other"}, readTree(t, dest), "the winner's partition")
 
 	// rm --into beside a put into another prefix.
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: pointer.Key, Mode: faultstore.HoldRequest, Times: 1, Then: func() {
+	fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		ok(t, "put", "--into", "r/", mine, url)
 	}})
 	assert.Contains(t, ok(t, "rm", "--into", "q/", url), "rebased 1 time")

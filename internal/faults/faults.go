@@ -1,5 +1,5 @@
 // Package faults injects the failures of a real object store into tests, by
-// operation kind and with seeded probabilities:
+// operation kind, drawn with seeded probabilities or aimed by rules:
 //
 //   - Lost: the request is applied, then the response is lost and the client
 //     sees a timeout;
@@ -10,17 +10,29 @@
 //     on S3;
 //   - Latency: the request is delayed, then sent;
 //   - Held: the request is applied, and its response delayed;
-//   - Cut: a GET's response body breaks off with a reset partway through.
+//   - Cut: a GET's response body breaks off with a reset partway through;
+//
+// and, on a Store only:
+//
+//   - Retried: the request is applied, its response lost, and it is sent
+//     again at once, as an SDK's retry;
+//   - Late: a PUT is kept back and fails as Lost; it lands when the test
+//     releases it (Store.Release);
+//   - Paused: a PUT's body stops partway while the test acts.
 //
 // One Injector drives an http.RoundTripper per HTTP API (Injector.Transport
 // for S3, TransportFor for Cloud Storage and Azure Blob), under which the
-// SDKs' own retries stay on, and a store.Store wrapper for the mem and fs
-// drivers (Injector.Store), which emulates those retries. A retry that
-// follows a lost response to a conditional write meets the write it already
-// made and gets a 412: the spurious precondition failures that commit and
-// update code must resolve. Rules (Injector.Add) aim a fault at the next
-// requests of one operation, key and precondition, such as the pointer
-// write or a lease renewal, whatever the driver.
+// SDKs' own retries stay on, and Stores, store.Store wrappers for the mem
+// and fs drivers or any store (Injector.Store), which emulate those
+// retries. A retry that follows a lost response to a conditional write
+// meets the write it already made and gets a 412: the spurious
+// precondition failures that commit and update code must resolve. Rules
+// (Injector.Add, Store.Add) aim a fault at the next requests of one
+// operation, key and precondition, such as the pointer write or a lease
+// renewal, whatever the driver; a rule's Then runs while the fault holds
+// the request, so that a test acts at that point: another writer commits,
+// a lease changes hands. NewStore gives a store whose faults are its rules
+// alone.
 //
 // The Injector is safe for concurrent use. Its random source is seeded, so a
 // single-threaded run is repeatable; under concurrency the sequence of draws
@@ -75,11 +87,25 @@ const (
 	// response by up to Config.MaxLatency: others may see the write before
 	// its writer hears of it.
 	Held
+	// Retried sends the request and lets the store apply it, drops the
+	// response, and sends the request again at once, as an SDK retries
+	// after a lost response: the caller gets the second answer (for a
+	// conditional write, a precondition failure against its own write).
+	// A Store's requests only get it.
+	Retried
+	// Late keeps a PUT back and fails it as Lost does: a request held in
+	// the network, whose writer gave up on it. Store.Release sends it. A
+	// Store's PUTs only get it.
+	Late
+	// Paused lets the store read Rule.At bytes of a PUT's body, runs the
+	// rule's Then, and lets the store read on: a source that changes while
+	// it is uploaded. A Store's PUTs only get it.
+	Paused
 	// NumKinds is the number of kinds.
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"lost", "reset", "refused", "500", "503", "409", "latency", "cut", "held"}
+var kindNames = [NumKinds]string{"lost", "reset", "refused", "500", "503", "409", "latency", "cut", "held", "retried", "late", "paused"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= NumKinds {
@@ -154,9 +180,10 @@ func (c Cond) String() string {
 // key and its precondition.
 type Request struct {
 	Op store.Op
-	// Key is the object's key, the prefix of a listing, or "" for a
-	// request that names no key (a multi-object delete, a chunk of an
-	// upload session).
+	// Key is the object's key, the prefix of a listing, the first key of
+	// a multi-object delete on a Store, or "" for a request on the wire
+	// that names no key (a multi-object delete, a chunk of an upload
+	// session).
 	Key  string
 	Cond Cond
 }
@@ -164,23 +191,37 @@ type Request struct {
 func (r Request) conditional() bool { return r.Cond == IfMatch || r.Cond == IfNoneMatch }
 
 // Rule aims a fault at chosen requests, before any drawn one: the next
-// Times requests of operation Op whose key starts with Key and whose
-// precondition is Cond get fault Kind. A request the kind cannot strike
-// (Conflict on an unconditional request or off S3, Cut off a GET) does not
-// match. Rules match in the order they were added.
+// Times requests of operation Op whose key starts with Key (and ends with
+// Suffix) and whose precondition is Cond get fault Kind. A request the
+// kind cannot strike (Conflict on an unconditional request or off S3, Cut
+// off a GET, Retried, Late and Paused on the wire) does not match. Rules
+// match in the order they were added.
 type Rule struct {
-	Op   store.Op
-	Key  string // a key prefix; "" matches every key
-	Cond Cond   // AnyCond matches every precondition
-	Kind Kind
+	Op     store.Op
+	Key    string // a key prefix; "" matches every key
+	Suffix string // a key suffix; "" matches every key
+	Cond   Cond   // AnyCond matches every precondition
+	Kind   Kind
 	// Times is how many requests the rule strikes; 0 means every one.
 	Times int
+	// Err, on a Store, is the error the caller gets instead of the kind's
+	// own *Error, for the kinds that fail the request. A transport answers
+	// as its API does, and ignores it.
+	Err error
+	// At, for Paused, is how many bytes of the body the store reads
+	// before Then runs.
+	At int64
 	// Then, if set, runs while the fault holds the request, and replaces
-	// the drawn delay: for Held, Lost and Reset after the store applied the
-	// request and before the client hears back; for Latency before the
-	// request is sent; for the kinds that are not sent, before the client
-	// hears of the failure; for Cut before the body is returned. A Then
-	// that blocks holds the request.
+	// the drawn delay: for Held, Lost, Reset and Retried after the store
+	// applied the request and before the client hears back (for Retried,
+	// before the request is sent again); for Late once the request is
+	// kept back; for Latency before the request is sent; for the kinds
+	// that are not sent, before the client hears of the failure; for Cut
+	// before the body is returned; for Paused when the store has read At
+	// bytes of the body. A Then that blocks holds the request. The
+	// caller's context does not cut a Then short, and the request goes on
+	// after it as if Then had not run: Latency sends it (with the caller's
+	// context, ended or not), Held answers with what the store answered.
 	Then func()
 }
 
@@ -244,20 +285,35 @@ func (in *Injector) Clear() {
 const none Kind = -1
 
 // fault is the decision for one request: its kind, and the drawn delay
-// or the Then of the rule that chose it.
+// or the Then, Err and At of the rule that chose it.
 type fault struct {
 	kind  Kind
 	delay time.Duration
 	rule  bool // chosen by a rule, not drawn
 	then  func()
+	err   error
+	at    int64
 }
 
-// wait holds a delayed request or response for the rule's Then, or else
-// for the drawn delay.
+// error returns the error a Store's caller gets for the fault on a
+// request of operation op.
+func (f fault) error(op store.Op) error {
+	if f.err != nil {
+		return f.err
+	}
+	return &Error{Kind: f.kind, Op: op}
+}
+
+// wait holds a delayed request or response for the rule's Then (a rule
+// without one holds nothing), or else for the drawn delay, which ends
+// early, with ctx's error, if ctx does.
 func (f fault) wait(ctx context.Context) error {
-	if f.then != nil {
+	switch {
+	case f.then != nil:
 		f.then()
-		return ctx.Err()
+		return nil
+	case f.rule:
+		return nil
 	}
 	return ctxtime.Sleep(ctx, f.delay)
 }
@@ -269,21 +325,26 @@ func (f fault) hold() {
 	}
 }
 
-// strikes reports whether kind k can strike request r of protocol p.
-func strikes(k Kind, r Request, p Protocol) bool {
+// strikes reports whether kind k can strike request r of protocol p, a
+// Store's (onStore) or one on the wire.
+func strikes(k Kind, r Request, p Protocol, onStore bool) bool {
 	switch k {
 	case Conflict:
 		return r.conditional() && p == S3
 	case Cut:
 		return r.Op == store.OpGet
+	case Retried:
+		return onStore
+	case Late, Paused:
+		return onStore && r.Op == store.OpPut
 	}
 	return true
 }
 
-// roll decides the fault for request r of protocol p: a matching rule's,
-// or else one drawn by the rates of r.Op, with a random delay below
-// MaxLatency.
-func (in *Injector) roll(r Request, p Protocol) fault {
+// roll decides the fault for request r of protocol p, a Store's (onStore)
+// or one on the wire: a matching rule's, or else one drawn by the rates of
+// r.Op, with a random delay below MaxLatency.
+func (in *Injector) roll(r Request, p Protocol, onStore bool) fault {
 	op := r.Op
 	if !in.enabled.Load() || int(op) < 0 || int(op) >= numOps {
 		return fault{kind: none}
@@ -291,14 +352,14 @@ func (in *Injector) roll(r Request, p Protocol) fault {
 	in.seen[op].Add(1)
 	in.mu.Lock()
 	for _, ru := range in.rules {
-		if ru.Op != op || !strings.HasPrefix(r.Key, ru.Key) || (ru.Cond != AnyCond && ru.Cond != r.Cond) ||
-			(ru.Times > 0 && ru.hits >= ru.Times) || !strikes(ru.Kind, r, p) {
+		if ru.Op != op || !strings.HasPrefix(r.Key, ru.Key) || !strings.HasSuffix(r.Key, ru.Suffix) ||
+			(ru.Cond != AnyCond && ru.Cond != r.Cond) || (ru.Times > 0 && ru.hits >= ru.Times) || !strikes(ru.Kind, r, p, onStore) {
 			continue
 		}
 		ru.hits++
 		in.mu.Unlock()
 		in.injected[op][ru.Kind].Add(1)
-		return fault{kind: ru.Kind, rule: true, then: ru.Then}
+		return fault{kind: ru.Kind, rule: true, then: ru.Then, err: ru.Err, at: ru.At}
 	}
 	rates := &in.rates[op]
 	if rates.Total() == 0 {
@@ -316,7 +377,7 @@ func (in *Injector) roll(r Request, p Protocol) fault {
 		}
 		u -= pr
 	}
-	if k == none || !strikes(k, r, p) {
+	if k == none || !strikes(k, r, p, onStore) {
 		return fault{kind: none}
 	}
 	in.injected[op][k].Add(1)
@@ -408,6 +469,10 @@ func (c Counts) String() string {
 	return b.String()
 }
 
+// ErrInjected matches (errors.Is) every injected fault, and stands for one
+// in the faults a test's own store wrapper injects.
+var ErrInjected = errors.New("faults: injected fault")
+
 // Error is an injected transport failure.
 type Error struct {
 	Kind Kind
@@ -418,6 +483,8 @@ func (e *Error) Error() string {
 	switch e.Kind {
 	case Lost:
 		return fmt.Sprintf("faults: injected timeout: %s applied, response lost", e.Op)
+	case Late:
+		return fmt.Sprintf("faults: injected timeout: %s held back, to land later", e.Op)
 	case Reset, Cut:
 		return fmt.Sprintf("faults: injected connection reset by peer (%s, %s)", e.Op, e.Kind)
 	case Refused:
@@ -426,10 +493,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("faults: injected %s on %s", e.Kind, e.Op)
 }
 
+// Is makes errors.Is(err, ErrInjected) true.
+func (e *Error) Is(target error) bool { return target == ErrInjected }
+
 // Unwrap returns the system error the fault imitates.
 func (e *Error) Unwrap() error {
 	switch e.Kind {
-	case Lost:
+	case Lost, Late:
 		return os.ErrDeadlineExceeded
 	case Reset, Cut:
 		return syscall.ECONNRESET
@@ -440,13 +510,10 @@ func (e *Error) Unwrap() error {
 }
 
 // Timeout reports whether the fault imitates a timeout (net.Error).
-func (e *Error) Timeout() bool { return e.Kind == Lost }
+func (e *Error) Timeout() bool { return e.Kind == Lost || e.Kind == Late }
 
 // Temporary reports true: every injected failure is worth a retry.
 func (e *Error) Temporary() bool { return true }
 
 // IsInjected reports whether err is, or wraps, an injected fault.
-func IsInjected(err error) bool {
-	_, ok := errors.AsType[*Error](err)
-	return ok
-}
+func IsInjected(err error) bool { return errors.Is(err, ErrInjected) }

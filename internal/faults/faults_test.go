@@ -494,6 +494,96 @@ func TestStoreFaults(t *testing.T) {
 	})
 }
 
+// TestStoreRules: on a NewStore, only rules strike, each once as its kind
+// says: Held answers as the store did even if Then ends the caller's
+// context, Retried answers the SDK's resend, Late lands at Release, Paused
+// runs Then partway through the body, Err replaces the kind's error, and
+// a multi-object delete matches by its first key.
+func TestStoreRules(t *testing.T) {
+	ctx := context.Background()
+	read := func(t *testing.T, s store.Store, key string) string {
+		t.Helper()
+		rc, _, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	t.Run("held", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		m := mem.New()
+		fs := faults.NewStore(m)
+		fs.Add(faults.Rule{Op: store.OpPut, Key: "k", Kind: faults.Held, Times: 1, Then: cancel})
+		_, err := fs.Put(ctx, "k", strings.NewReader("v"), store.PutOptions{})
+		require.NoError(t, err, "the answer came before the context ended")
+		assert.Equal(t, "v", read(t, m, "k"))
+	})
+
+	t.Run("retried", func(t *testing.T) {
+		m := mem.New()
+		fs := faults.NewStore(m)
+		fs.Add(faults.Rule{Op: store.OpPut, Suffix: "/k", Kind: faults.Retried, Times: 1})
+		_, err := fs.Put(ctx, "a/k", strings.NewReader("v"), store.PutOptions{IfNoneMatch: true})
+		require.ErrorIs(t, err, store.ErrPrecondition, "the resend meets the write it made")
+		assert.Equal(t, "v", read(t, m, "a/k"))
+		_, err = fs.Put(ctx, "b/k", strings.NewReader("v"), store.PutOptions{IfNoneMatch: true})
+		require.NoError(t, err, "the rule struck once")
+	})
+
+	t.Run("late", func(t *testing.T) {
+		m := mem.New()
+		fs := faults.NewStore(m)
+		kept := false
+		fs.Add(faults.Rule{Op: store.OpPut, Key: "k", Kind: faults.Late, Times: 1, Then: func() { kept = true }})
+		_, err := fs.Put(ctx, "k", strings.NewReader("late"), store.PutOptions{})
+		require.ErrorIs(t, err, faults.ErrInjected)
+		assert.True(t, kept)
+		_, err = m.Head(ctx, "k")
+		require.ErrorIs(t, err, store.ErrNotExist, "kept back")
+		_, err = fs.Put(ctx, "k", strings.NewReader("now"), store.PutOptions{})
+		require.NoError(t, err)
+		require.NoError(t, fs.Release())
+		assert.Equal(t, "late", read(t, m, "k"), "it lands at Release, after the later write")
+	})
+
+	t.Run("paused", func(t *testing.T) {
+		m := mem.New()
+		fs := faults.NewStore(m)
+		var readAtThen int
+		src := &countingReader{r: bytes.NewReader(make([]byte, 1000))}
+		fs.Add(faults.Rule{Op: store.OpPut, Key: "k", Kind: faults.Paused, At: 300, Times: 1, Then: func() { readAtThen = src.n }})
+		_, err := fs.Put(ctx, "k", src, store.PutOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, 300, readAtThen)
+		assert.Len(t, read(t, m, "k"), 1000)
+	})
+
+	t.Run("err and delete-many", func(t *testing.T) {
+		fs := faults.NewStore(mem.New())
+		denied := errors.New("denied")
+		fs.Add(faults.Rule{Op: store.OpDeleteMany, Key: "b", Kind: faults.Refused, Err: denied})
+		require.NoError(t, fs.DeleteMany(ctx, []string{"a", "b"}), "matched by the first key")
+		require.ErrorIs(t, fs.DeleteMany(ctx, []string{"b", "a"}), denied)
+		fs.Clear()
+		require.NoError(t, fs.DeleteMany(ctx, []string{"b", "a"}))
+	})
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
 func TestConcurrentUse(t *testing.T) {
 	in := faults.New(faults.Config{Seed: 7, Rates: faults.Uniform(faults.Rates{faults.Lost: 0.2, faults.Latency: 0.2}), MaxLatency: time.Millisecond})
 	s := in.Store(mem.New(), 2)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
 	"github.com/commitptr/commitptr/store"
 )
 
@@ -52,7 +51,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	f := t.in.roll(r, t.p)
+	f := t.in.roll(r, t.p, false)
 	op := r.Op
 	switch f.kind {
 	case none:
@@ -104,7 +103,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !f.rule && resp.ContentLength > 1 {
 			n = int64(f.delay) % resp.ContentLength // some prefix, strictly shorter
 		}
-		resp.Body = faultstore.CutBody(resp.Body, n, &Error{Kind: f.kind, Op: op})
+		resp.Body = cut(resp.Body, n, &Error{Kind: f.kind, Op: op})
 		return resp, nil
 	}
 	return t.base.RoundTrip(req)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitptr/commitptr/internal/faultstore"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/object"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -23,7 +23,7 @@ type failFirstHeads struct {
 
 func (s *failFirstHeads) Head(ctx context.Context, key string) (store.Attrs, error) {
 	if s.n.Add(-1) >= 0 {
-		return store.Attrs{}, store.Wrap("head", key, nil, faultstore.ErrInjected)
+		return store.Attrs{}, store.Wrap("head", key, nil, faults.ErrInjected)
 	}
 	return s.Store.Head(ctx, key)
 }
@@ -37,8 +37,8 @@ func (s *failFirstHeads) Head(ctx context.Context, key string) (store.Attrs, err
 func TestObjectUpdateSpurious412(t *testing.T) {
 	ctx := context.Background()
 	m := mem.New()
-	fs := faultstore.New(m)
-	fs.Add(faultstore.Rule{Op: store.OpPut, Key: "counter", Mode: faultstore.AfterRetry, Times: 1})
+	fs := faults.NewStore(m)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: "counter", Kind: faults.Retried, Times: 1})
 	s := &failFirstHeads{Store: fs}
 	s.n.Store(1)
 	_, err := object.Update(ctx, s, "counter", object.Retry{Attempts: 5}, func(old []byte, exists bool) ([]byte, error) {
