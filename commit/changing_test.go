@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,22 +183,6 @@ func TestPutFileIgnoreChanges(t *testing.T) {
 	}
 }
 
-// heldGet wraps a store so that the first Get of key runs then before it
-// is sent.
-type heldGet struct {
-	store.Store
-	key  string
-	then func()
-	once sync.Once
-}
-
-func (h *heldGet) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	if key == h.key {
-		h.once.Do(h.then)
-	}
-	return h.Store.Get(ctx, key)
-}
-
 // TestPutFileRefusesReuseOfChangedFile: a file that changes after PutFile
 // opened it, while PutFile reads the base's manifest, into the content of
 // the base's entry, is refused rather than taken as that entry: it is
@@ -219,7 +202,10 @@ func TestPutFileRefusesReuseOfChangedFile(t *testing.T) {
 	require.NoError(t, err)
 
 	writeDated(t, p, []byte("another content, as long"[:len(base)]))
-	held := &heldGet{Store: s, key: generation.ManifestKey(first.Generation), then: func() { writeDated(t, p, base) }}
+	held := faults.NewStore(s)
+	held.Add(faults.Rule{Op: store.OpGet, Key: generation.ManifestKey(first.Generation), Kind: faults.Latency, Times: 1, Then: func() {
+		writeDated(t, p, base) // before the read of the base's manifest is sent
+	}})
 	tx, err = commit.New(held).Begin(ctx)
 	require.NoError(t, err)
 	err = tx.PutFile(ctx, "f", p)

@@ -374,7 +374,7 @@ func TestNotAppliedRetries(t *testing.T) {
 		d := commit.New(c)
 		_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
 		require.NoError(t, err)
-		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Refused, Times: 2, Err: store.ErrConflict})
+		fs.Add(faults.Rule{Op: store.OpPut, Key: pointer.Key, Kind: faults.Conflict, Times: 2})
 		before := c.Counts()
 		_, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
 		require.NoError(t, err)
@@ -614,17 +614,6 @@ func TestPinFloorAndExpiry(t *testing.T) {
 	assert.Len(t, keysUnder(t, s, commit.PinDir), 1, "only the first, expired pin is left; the refused one was removed")
 }
 
-// slowPut runs before each Put, as a request that takes long to land.
-type slowPut struct {
-	store.Store
-	before func()
-}
-
-func (s slowPut) Put(ctx context.Context, key string, r io.Reader, o store.PutOptions) (store.Attrs, error) {
-	s.before()
-	return s.Store.Put(ctx, key, r, o)
-}
-
 // TestPinRenewLandsLate: a renewal that was sent in time but lands after
 // the pin's TTL ran out cannot be trusted (a collector may have listed the
 // pin as expired meanwhile): Renew says ErrCollected and removes the pin.
@@ -640,11 +629,13 @@ func TestPinRenewLandsLate(t *testing.T) {
 	snap, err := d.Open(ctx)
 	require.NoError(t, err)
 	slow := false
-	slowSnap, err := commit.New(slowPut{Store: s, before: func() {
+	slowPuts := faults.NewStore(s)
+	slowPuts.Add(faults.Rule{Op: store.OpPut, Kind: faults.Latency, Then: func() {
 		if slow {
-			advance(2 * time.Second)
+			advance(2 * time.Second) // a write that takes long to land
 		}
-	}}).Open(ctx)
+	}})
+	slowSnap, err := commit.New(slowPuts).Open(ctx)
 	require.NoError(t, err)
 	p, err := slowSnap.Pin(ctx, 10*time.Second, "test")
 	require.NoError(t, err)

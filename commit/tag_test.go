@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -24,12 +25,14 @@ func TestTagNeverMovesByAccident(t *testing.T) {
 		ctx := context.Background()
 		var interfere atomic.Bool
 		var other *commit.Snapshot
-		d := commit.New(slowPut{Store: s, before: func() {
+		interfering := faults.NewStore(s)
+		interfering.Add(faults.Rule{Op: store.OpPut, Kind: faults.Latency, Then: func() {
 			if interfere.CompareAndSwap(true, false) {
 				_, err := other.Tag(ctx, "release", true)
 				require.NoError(t, err)
 			}
 		}})
+		d := commit.New(interfering)
 		for i := range 3 {
 			_, err := publish(t, d, map[string]string{"x": strconv.Itoa(i + 1)}, commit.CommitOptions{})
 			require.NoError(t, err)

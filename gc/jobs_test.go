@@ -2,7 +2,6 @@ package gc_test
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/job"
 	"github.com/commitptr/commitptr/pointer"
@@ -81,32 +81,17 @@ func TestJobDroppedByTheCollectorCannotCommit(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	// The driver's commit reads the task records, then the collector
 	// runs, then the driver sends.
-	hooked := &beforePointerRead{Store: s}
+	hooked := faults.NewStore(s)
 	jd := dataset(hooked)
 	j, err := job.Open(ctx, jd, "j")
 	require.NoError(t, err)
-	hooked.once = func() {
+	hooked.Add(faults.Rule{Op: store.OpGet, Key: pointer.Key, Kind: faults.Latency, Times: 1, Then: func() {
 		_, err := gc.Run(ctx, s, gc.Options{Keep: 1, Grace: -1, OrphanAge: time.Hour, Owner: "test"})
 		require.NoError(t, err)
-	}
+	}})
 	_, err = j.Commit(ctx, job.CommitOptions{})
 	require.ErrorIs(t, err, job.ErrNoJob, "the job record is gone once the commit record is in place")
 	requireComplete(t, d)
-}
-
-// beforePointerRead runs once before the first pointer GET it sees.
-type beforePointerRead struct {
-	store.Store
-	once func()
-}
-
-func (b *beforePointerRead) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	if key == pointer.Key && b.once != nil {
-		f := b.once
-		b.once = nil
-		f()
-	}
-	return b.Store.Get(ctx, key)
 }
 
 // Every driver: the collector with no minimum orphan age drops an

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -558,23 +557,18 @@ func TestRenewFailureKeepsLease(t *testing.T) {
 // and is sent again within the deadline: Renew succeeds and the lease stays
 // held. A collector must not stop its run on one of them.
 func TestRenewRetriesTransient(t *testing.T) {
-	errs := map[string]error{
-		"409":     store.ErrConflict,
-		"500":     &faults.Error{Kind: faults.Internal, Op: store.OpPut},
-		"503":     &faults.Error{Kind: faults.SlowDown, Op: store.OpPut},
-		"refused": &faults.Error{Kind: faults.Refused, Op: store.OpPut},
-	}
+	kinds := map[string]faults.Kind{"409": faults.Conflict, "500": faults.Internal, "503": faults.SlowDown, "refused": faults.Refused}
 	testenv.EachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		for ename, ferr := range errs {
-			t.Run(ename, func(t *testing.T) {
-				name := "retry-" + ename
+		for kname, kind := range kinds {
+			t.Run(kname, func(t *testing.T) {
+				name := "retry-" + kname
 				f := faults.NewStore(s)
 				c := store.Count(f)
 				a, err := lease.TryAcquire(ctx, c, name, opts("a", time.Minute))
 				require.NoError(t, err)
 				first := a.Deadline()
-				f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key(name), Kind: faults.Refused, Times: 2, Err: ferr})
+				f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key(name), Kind: kind, Times: 2})
 				before := c.Counts()
 				require.NoError(t, a.Renew(ctx), "two refused writes, then one that lands")
 				assert.EqualValues(t, 3, c.Counts().Sub(before)[store.OpPut])
@@ -601,7 +595,7 @@ func TestRenewRetriesUntilDeadline(t *testing.T) {
 	o.Clock = local
 	a, err := lease.TryAcquire(ctx, c, "x", o)
 	require.NoError(t, err)
-	f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("x"), Kind: faults.Refused, Err: store.ErrConflict})
+	f.Add(faults.Rule{Op: store.OpPut, Key: lease.Key("x"), Kind: faults.Conflict})
 	before := c.Counts()
 	done := make(chan error, 1)
 	go func() { done <- a.Renew(ctx) }()
@@ -791,21 +785,6 @@ func TestContendedGoroutines(t *testing.T) {
 
 var sprintf = fmt.Sprintf
 
-// churnStore lets another client acquire and release the lease before each
-// of our takeover writes (and each create of a "leader" epoch) reaches the
-// store: the lease is free whenever we look, and taken whenever we write.
-type churnStore struct {
-	store.Store
-	other func()
-}
-
-func (c churnStore) Put(ctx context.Context, key string, r io.Reader, o store.PutOptions) (store.Attrs, error) {
-	if o.IfMatch != "" || (o.IfNoneMatch && strings.HasPrefix(key, lease.Dir+"leader/")) {
-		c.other()
-	}
-	return c.Store.Put(ctx, key, r, o)
-}
-
 // TestTryAcquireChurn: a client that loses every takeover race to a busy
 // lease or epoch lock hears that it is taken (ErrHeld, ErrRace), not a
 // failure it cannot act on. A collector that runs often must be able to
@@ -832,7 +811,14 @@ func TestTryAcquireChurn(t *testing.T) {
 				cycles++
 			}
 			other()
-			_, err := try(ctx, churnStore{Store: s, other: other}, "leader", opts("a", time.Minute))
+			// Another client acquires and releases the lease before each
+			// of our takeover writes (and each create of a "leader" epoch)
+			// reaches the store: the lease is free whenever we look, and
+			// taken whenever we write.
+			churn := faults.NewStore(s)
+			churn.Add(faults.Rule{Op: store.OpPut, Cond: faults.IfMatch, Kind: faults.Latency, Then: other})
+			churn.Add(faults.Rule{Op: store.OpPut, Key: lease.Dir + "leader/", Cond: faults.IfNoneMatch, Kind: faults.Latency, Then: other})
+			_, err := try(ctx, churn, "leader", opts("a", time.Minute))
 			he := heldError(t, err)
 			assert.ErrorIs(t, err, lease.ErrRace)
 			assert.True(t, he.Race)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,19 +13,6 @@ import (
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
-
-// failFirstHeads fails the first n Heads, as a read-back can fail.
-type failFirstHeads struct {
-	store.Store
-	n atomic.Int64
-}
-
-func (s *failFirstHeads) Head(ctx context.Context, key string) (store.Attrs, error) {
-	if s.n.Add(-1) >= 0 {
-		return store.Attrs{}, store.Wrap("head", key, nil, faults.ErrInjected)
-	}
-	return s.Store.Head(ctx, key)
-}
 
 // TestObjectUpdateSpurious412 is the shape the soak found: the response to
 // an applied write is lost, the SDK's retry gets 412 against that very
@@ -39,9 +25,8 @@ func TestObjectUpdateSpurious412(t *testing.T) {
 	m := mem.New()
 	fs := faults.NewStore(m)
 	fs.Add(faults.Rule{Op: store.OpPut, Key: "counter", Kind: faults.Retried, Times: 1})
-	s := &failFirstHeads{Store: fs}
-	s.n.Store(1)
-	_, err := object.Update(ctx, s, "counter", object.Retry{Attempts: 5}, func(old []byte, exists bool) ([]byte, error) {
+	fs.Add(faults.Rule{Op: store.OpHead, Kind: faults.Refused, Times: 1}) // the read-back fails
+	_, err := object.Update(ctx, fs, "counter", object.Retry{Attempts: 5}, func(old []byte, exists bool) ([]byte, error) {
 		n, _ := strconv.Atoi(string(old))
 		return []byte(strconv.Itoa(n + 1)), nil
 	})
