@@ -76,6 +76,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"Overwrite", testOverwrite, ""},
 		{"EmptyObject", testEmptyObject, ""},
 		{"PutRefusesBadArguments", testPutRefusesBadArguments, ""},
+		{"PutSendsTheBodyFromItsOffset", testPutSendsTheBodyFromItsOffset, ""},
 		{"KeyCharacters", testKeyCharacters, ""},
 		{"IfNoneMatch", testIfNoneMatch, ""},
 		{"IfMatch", testIfMatch, ""},
@@ -514,6 +515,45 @@ func testLargeObject(t *testing.T, s store.Store) {
 			assert.EqualValues(t, size, n)
 			assert.EqualValues(t, size, ga.Size)
 			assert.Equal(t, want[:], h.Sum(nil), "content differs after the round trip")
+		})
+	}
+}
+
+// testPutSendsTheBodyFromItsOffset checks that a seekable body not at its
+// start is stored from its offset, not from its start, in one request
+// (with and without a condition) and in parts: an SDK that rewinds a body
+// to retry must rewind it to where it was, not to 0.
+func testPutSendsTheBodyFromItsOffset(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const offset = 5
+	for _, c := range []struct {
+		name string
+		size int
+		opts store.PutOptions
+	}{
+		{"single", 100, store.PutOptions{}},
+		{"single-sized", 100, store.PutOptions{Size: 100}},
+		{"single-conditional", 100, store.PutOptions{IfNoneMatch: true}},
+		{"multipart", 17 << 20, store.PutOptions{}}, // past every driver's single-request limit
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "offset/" + c.name
+			data := make([]byte, offset+c.size)
+			_, err := rand.Read(data)
+			require.NoError(t, err)
+			body := bytes.NewReader(data)
+			_, err = body.Seek(offset, io.SeekStart)
+			require.NoError(t, err)
+			a, err := s.Put(ctx, key, body, c.opts)
+			require.NoError(t, err)
+			assert.EqualValues(t, c.size, a.Size)
+			rc, ga, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			assert.EqualValues(t, c.size, ga.Size)
+			assert.True(t, bytes.Equal(data[offset:], got), "the stored object is not the body from its offset (%d bytes stored)", len(got))
 		})
 	}
 }

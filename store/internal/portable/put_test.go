@@ -184,3 +184,70 @@ func TestPartsFailOnceTheyPassTheSize(t *testing.T) {
 	require.ErrorContains(t, err, "longer than Size 100")
 	assert.Less(t, n, int64(10_000))
 }
+
+// TestSingleRewindsToTheBodysOffset checks that a seekable body sent in
+// one request reads, and rewinds, as the body from the caller's offset:
+// minio-go seeks a body to 0 before each attempt, and azblob refuses one
+// whose offset is not 0, so Single must start at 0 where the body starts.
+func TestSingleRewindsToTheBodysOffset(t *testing.T) {
+	data := []byte("skip-the-body")
+	for _, opts := range []store.PutOptions{{}, {Size: 9}, {IfNoneMatch: true}} {
+		body := bytes.NewReader(data)
+		_, err := body.Seek(4, io.SeekStart)
+		require.NoError(t, err)
+		b, err := Read(body, opts, 100, 1000)
+		require.NoError(t, err)
+		require.NotNil(t, b.Single)
+		require.EqualValues(t, 9, b.Size)
+
+		pos, err := b.Single.Seek(0, io.SeekCurrent)
+		require.NoError(t, err)
+		assert.Zero(t, pos, "Single does not start at 0")
+		end, err := b.Single.Seek(0, io.SeekEnd)
+		require.NoError(t, err)
+		assert.EqualValues(t, 9, end, "Single does not end at Size")
+		for range 2 { // an attempt, then a retry that rewinds
+			pos, err := b.Single.Seek(0, io.SeekStart)
+			require.NoError(t, err)
+			require.Zero(t, pos)
+			got, err := io.ReadAll(b.Single)
+			require.NoError(t, err)
+			assert.Equal(t, "-the-body", string(got), "Single is not the body from its offset")
+		}
+		_, err = b.Single.Seek(-1, io.SeekStart)
+		require.Error(t, err, "Single seeks before its start")
+	}
+}
+
+// noEnd is a body whose Seek works for io.SeekCurrent and io.SeekStart but not
+// io.SeekEnd, as for a file in /proc.
+type noEnd struct{ *bytes.Reader }
+
+func (r noEnd) Seek(off int64, whence int) (int64, error) {
+	if whence == io.SeekEnd {
+		return 0, errors.New("invalid argument")
+	}
+	return r.Reader.Seek(off, whence)
+}
+
+// TestBodyThatCannotSeekToItsEndIsRead checks that a body that can tell
+// its offset but not seek to its end (a file in /proc: lseek SEEK_END is
+// EINVAL) is read from its offset like a stream, as every driver did
+// before Read measured seekable bodies, instead of failing the Put.
+func TestBodyThatCannotSeekToItsEndIsRead(t *testing.T) {
+	for _, limit := range []int64{100, 4} {
+		body := noEnd{bytes.NewReader([]byte("..status"))}
+		_, err := body.Seek(2, io.SeekStart)
+		require.NoError(t, err)
+		b, err := Read(body, store.PutOptions{}, limit, 1000)
+		require.NoError(t, err, "limit %d", limit)
+		r := b.Parts
+		if b.Single != nil {
+			r = b.Single
+			assert.EqualValues(t, 6, b.Size)
+		}
+		got, err := io.ReadAll(r)
+		require.NoError(t, err)
+		assert.Equal(t, "status", string(got), "limit %d", limit)
+	}
+}
