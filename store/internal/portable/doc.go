@@ -13,7 +13,8 @@
 //   - a body whose length differs from a declared Size fails, before the
 //     upload is completed;
 //   - a seekable body is measured, not copied, so that an SDK can rewind it
-//     to retry.
+//     to retry; Seek(0, io.SeekStart) rewinds it to its offset at the call,
+//     not to the start of what the caller handed over.
 //
 // Delete's rule: a key that is gone is deleted, with or without IfMatch.
 package portable

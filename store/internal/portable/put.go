@@ -26,7 +26,9 @@ func Check(body io.Reader, opts store.PutOptions, maxSize int64) error {
 // Body is a Put's body, split the way a driver sends it.
 type Body struct {
 	// Single is the whole body when it goes in one request, and Size is
-	// its length. Single is nil when the body goes in parts.
+	// its length. Single is nil when the body goes in parts. Its offset 0
+	// is the body's offset at the call, so that an SDK may rewind it with
+	// Seek(0, io.SeekStart).
 	Single io.ReadSeeker
 	Size   int64
 	// Parts is the whole body when it goes in parts. It fails when the
@@ -55,13 +57,16 @@ func read(body io.Reader, opts store.PutOptions, limit, maxSize, maxConditional 
 		limit = maxConditional
 	}
 	if rs, ok := body.(io.ReadSeeker); ok {
-		// A body that cannot tell its offset (a pipe) is read like any other.
+		// A body that cannot tell its offset (a pipe) or seek to its end
+		// (a file in /proc) is read like any other, from its offset.
 		if cur, err := rs.Seek(0, io.SeekCurrent); err == nil {
-			n, err := remaining(rs, cur)
+			n, measured, err := remaining(rs, cur)
 			if err != nil {
 				return Body{}, fmt.Errorf("measure body: %w", err)
 			}
-			return split(rs, n, opts.Size, limit, conditional)
+			if measured {
+				return split(fromOffset(rs, cur, n), n, opts.Size, limit, conditional)
+			}
 		}
 	}
 
@@ -114,16 +119,60 @@ func tooLarge(limit int64) error {
 }
 
 // remaining returns the number of bytes from rs's offset cur to its end,
-// and leaves the offset at cur.
-func remaining(rs io.ReadSeeker, cur int64) (int64, error) {
-	end, err := rs.Seek(0, io.SeekEnd)
+// and leaves the offset at cur. measured is false if rs cannot seek to
+// its end; err is set only if rs cannot be put back at cur.
+func remaining(rs io.ReadSeeker, cur int64) (n int64, measured bool, err error) {
+	end, endErr := rs.Seek(0, io.SeekEnd)
+	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
+		return 0, false, err
+	}
+	if endErr != nil {
+		return 0, false, nil
+	}
+	return end - cur, true, nil
+}
+
+// fromOffset returns rs as a body of size bytes that starts at 0 where rs
+// is at base: SDKs rewind a body with Seek(0, io.SeekStart) (minio-go, on
+// every attempt) or refuse one whose offset is not 0 (azblob). At base 0
+// it is rs itself.
+func fromOffset(rs io.ReadSeeker, base, size int64) io.ReadSeeker {
+	if base == 0 {
+		return rs
+	}
+	return &offsetBody{rs: rs, base: base, size: size}
+}
+
+// offsetBody is a ReadSeeker whose offset 0 is base in rs.
+type offsetBody struct {
+	rs         io.ReadSeeker
+	base, size int64
+}
+
+func (o *offsetBody) Read(p []byte) (int, error) { return o.rs.Read(p) }
+
+func (o *offsetBody) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		cur, err := o.rs.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0, err
+		}
+		offset += cur - o.base
+	case io.SeekEnd:
+		offset += o.size
+	default:
+		return 0, errors.New("putbody: Seek: invalid whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("putbody: Seek: negative position")
+	}
+	abs, err := o.rs.Seek(o.base+offset, io.SeekStart)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := rs.Seek(cur, io.SeekStart); err != nil {
-		return 0, err
-	}
-	return end - cur, nil
+	return abs - o.base, nil
 }
 
 // Fill reads from r into buf[:0] until it holds n bytes or r ends, growing

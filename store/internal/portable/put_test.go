@@ -82,11 +82,19 @@ func TestReadSplitsEveryBodyByItsLength(t *testing.T) {
 			require.LessOrEqualf(t, n, limit, "case %d", i)
 			require.Equalf(t, n, b.Size, "case %d", i)
 			if seekable {
-				assert.Same(t, body, b.Single, "a seekable body is sent as it is, not copied")
+				sent := b.Single
+				if offset > 0 {
+					sent = b.Single.(*offsetBody).rs
+				}
+				assert.Same(t, body, sent, "a seekable body is sent as it is, not copied")
 			}
-			got, err := io.ReadAll(b.Single)
-			require.NoError(t, err)
-			require.Equalf(t, data, got, "case %d", i)
+			for range 2 { // an attempt, and a retry that rewinds the body
+				got, err := io.ReadAll(b.Single)
+				require.NoError(t, err)
+				require.Equalf(t, data, got, "case %d", i)
+				_, err = b.Single.Seek(0, io.SeekStart)
+				require.NoError(t, err)
+			}
 			continue
 		}
 		require.Greaterf(t, n, limit, "case %d: a body of %d bytes went in parts under a limit of %d", i, n, limit)
