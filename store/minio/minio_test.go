@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -587,4 +588,33 @@ func TestConditionalNeverMultipart(t *testing.T) {
 	opts.Transport = spy
 	storetest.LargeConditional(t, newStore(t, opts))
 	assert.Zero(t, spy.Refused.Load(), "a conditional write went up as a multipart upload")
+}
+
+// TestMultipartReadsEachPartIntoOneBuffer: a streamed body in parts is
+// read into one buffer of a part, which the first part, the one Put reads
+// to choose between one request and parts, is sent from: with
+// --concurrency uploads at once, a second copy of each first part is
+// another 16 MiB per upload. Before a89cec6 a 40 MiB body of known size
+// allocated 16 MiB, of unknown size 32 MiB (the buffer grows).
+func TestMultipartReadsEachPartIntoOneBuffer(t *testing.T) {
+	s := newStore(t, options(t))
+	ctx := context.Background()
+	data := make([]byte, 40<<20)
+	for _, c := range []struct {
+		size  int64
+		limit uint64
+	}{
+		{int64(len(data)), minio.PartSize + minio.PartSize/2},
+		{0, 2*minio.PartSize + minio.PartSize/2},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := s.Put(ctx, "big", onlyReader{bytes.NewReader(data)}, store.PutOptions{Size: c.size})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("Size %d: a Put of %d MiB in parts allocated %d MiB", c.size, len(data)>>20, alloc>>20)
+		assert.Less(t, alloc, c.limit, "Size %d: a Put of %d MiB in parts allocated %d MiB", c.size, len(data)>>20, alloc>>20)
+	}
 }
