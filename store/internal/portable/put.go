@@ -98,7 +98,7 @@ func read(body io.Reader, opts store.PutOptions, limit, maxSize, maxConditional 
 	case conditional:
 		return Body{}, tooLarge(limit)
 	}
-	return Body{Parts: &sized{r: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(one[:n]), body), want: opts.Size}}, nil
+	return Body{Parts: &sized{head: buf, r: io.MultiReader(bytes.NewReader(one[:n]), body), want: opts.Size}}, nil
 }
 
 // split sends a body of known length n in one request if it fits.
@@ -176,9 +176,16 @@ func (o *offsetBody) Seek(offset int64, whence int) (int64, error) {
 }
 
 // Fill reads from r into buf[:0] until it holds n bytes or r ends, growing
-// buf as needed but never beyond n bytes. eof reports that r ended.
+// buf as needed but never beyond n bytes. eof reports that r ended. From
+// Parts not yet read, it takes the bytes Read holds as the buffer rather
+// than copying them, so that a driver reading parts of limit bytes keeps
+// one part in memory, not two.
 func Fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
 	buf = buf[:0]
+	if s, ok := r.(*sized); ok && s.n == 0 && len(s.head) > 0 && len(s.head) <= n {
+		buf, s.head = s.head, nil
+		s.n = int64(len(buf)) // at most want: Read read at most that much
+	}
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(max(2*cap(buf), 64<<10), n))
@@ -200,13 +207,21 @@ func Fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
 // sized passes a body through and fails it, before the upload is
 // completed, if its length is not want (when want is not 0).
 type sized struct {
-	r    io.Reader
+	head []byte    // the body's first bytes, which Read read, not yet passed on
+	r    io.Reader // the rest of the body
 	want int64
 	n    int64
 }
 
 func (s *sized) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
+	var n int
+	var err error
+	if len(s.head) > 0 {
+		n = copy(p, s.head)
+		s.head = s.head[n:]
+	} else {
+		n, err = s.r.Read(p)
+	}
 	s.n += int64(n)
 	switch {
 	case s.want > 0 && s.n > s.want:

@@ -98,7 +98,12 @@ func TestReadSplitsEveryBodyByItsLength(t *testing.T) {
 			continue
 		}
 		require.Greaterf(t, n, limit, "case %d: a body of %d bytes went in parts under a limit of %d", i, n, limit)
-		got, err := io.ReadAll(b.Parts)
+		var got []byte
+		if r.IntN(2) == 0 {
+			got, err = io.ReadAll(b.Parts)
+		} else {
+			got, err = readParts(b.Parts, int(limit)) // as minio does
+		}
 		if mismatch {
 			require.Errorf(t, err, "case %d: parts of %d bytes read to the end under Size %d", i, n, want)
 			continue
@@ -106,6 +111,44 @@ func TestReadSplitsEveryBodyByItsLength(t *testing.T) {
 		require.NoError(t, err)
 		require.Equalf(t, data, got, "case %d", i)
 	}
+}
+
+// readParts reads r in parts of n bytes with Fill, into one buffer.
+func readParts(r io.Reader, n int) ([]byte, error) {
+	var all, buf []byte
+	for {
+		var eof bool
+		var err error
+		buf, eof, err = Fill(r, buf, n)
+		all = append(all, buf...)
+		if err != nil || eof || len(buf) == 0 {
+			return all, err
+		}
+	}
+}
+
+// TestFillTakesTheBytesReadHolds checks that the first part of a streamed
+// body in parts is the buffer Read filled, not a copy of it, and that the
+// parts after it are read into that buffer.
+func TestFillTakesTheBytesReadHolds(t *testing.T) {
+	data := []byte("0123456789abcdefghij")
+	b, err := Read(onlyReader{bytes.NewReader(data)}, store.PutOptions{Size: 20}, 8, 100)
+	require.NoError(t, err)
+	require.NotNil(t, b.Parts)
+	head := b.Parts.(*sized).head
+	var parts []string
+	var buf []byte
+	for {
+		var eof bool
+		buf, eof, err = Fill(b.Parts, buf, 8)
+		require.NoError(t, err)
+		require.Same(t, &head[0], &buf[:1][0], "a part is read into a buffer of its own")
+		parts = append(parts, string(buf))
+		if eof {
+			break
+		}
+	}
+	assert.Equal(t, []string{"01234567", "89abcdef", "ghij"}, parts)
 }
 
 // iotestHalfReader returns at most half of what is asked each time, so
