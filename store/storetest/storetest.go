@@ -558,6 +558,21 @@ func testPutSendsTheBodyFromItsOffset(t *testing.T, s store.Store) {
 	}
 }
 
+// moved is a body whose end, as Seek finds it, is by off bytes not where
+// its reads end: a file that grew (off < 0) or shrank (off > 0) after its
+// size was taken.
+type moved struct {
+	*bytes.Reader
+	off int64
+}
+
+func (m *moved) Seek(offset int64, whence int) (int64, error) {
+	if whence == io.SeekEnd {
+		offset += m.off
+	}
+	return m.Reader.Seek(offset, whence)
+}
+
 // testPutRefusesBadArguments checks that a Put with arguments no driver
 // may send, or with a body whose length is not its declared Size, fails
 // with an error that names the key, and stores nothing.
@@ -578,6 +593,13 @@ func testPutRefusesBadArguments(t *testing.T, s store.Store) {
 		{"shorter-than-size-stream", onlyReader{strings.NewReader("hi")}, store.PutOptions{Size: 10}},
 		{"shorter-than-size-multipart", onlyReader{bytes.NewReader(multipart)}, store.PutOptions{Size: 20 << 20}},
 		{"longer-than-size-multipart", onlyReader{bytes.NewReader(multipart)}, store.PutOptions{Size: 16<<20 + 1}},
+		// A seekable body whose length changes between the Seek that
+		// measures it and the reads that send it (a file being written):
+		// its Size is the length it had.
+		{"grew-after-size", &moved{bytes.NewReader([]byte("hello, world")), -7}, store.PutOptions{Size: 5}},
+		{"shrank-after-size", &moved{bytes.NewReader([]byte("hello")), 7}, store.PutOptions{Size: 12}},
+		{"grew-after-size-multipart", &moved{bytes.NewReader(multipart), -1 << 20}, store.PutOptions{Size: 16 << 20}},
+		{"shrank-after-size-multipart", &moved{bytes.NewReader(multipart), 1 << 20}, store.PutOptions{Size: 18 << 20}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			key := "bad-put/" + c.name

@@ -302,3 +302,53 @@ func TestBodyThatCannotSeekToItsEndIsRead(t *testing.T) {
 		assert.Equal(t, "status", string(got), "limit %d", limit)
 	}
 }
+
+// moved is a body whose end, as Seek finds it, is by off bytes not where
+// its reads end: a file that grew (off < 0) or shrank (off > 0) after its
+// size was taken.
+type moved struct {
+	*bytes.Reader
+	off int64
+}
+
+func (m *moved) Seek(offset int64, whence int) (int64, error) {
+	if whence == io.SeekEnd {
+		offset += m.off
+	}
+	return m.Reader.Seek(offset, whence)
+}
+
+// TestSeekableBodyThatMovedFailsBeforeItsEnd checks that a seekable body
+// whose reads do not end at its declared Size fails, in one request and
+// in parts, and that one that grew fails before it hands over its last
+// byte: an HTTP transport sends Content-Length bytes, and the server
+// stores them, before it reads on to find that the body is longer.
+func TestSeekableBodyThatMovedFailsBeforeItsEnd(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		data  string
+		off   int64
+		limit int64
+	}{
+		{"grew", "hello, world", -7, 100},
+		{"shrank", "hello", 7, 100},
+		{"grew-parts", "hello, world", -7, 2},
+		{"shrank-parts", "hello", 7, 2},
+	} {
+		size := int64(len(c.data)) + c.off
+		b, err := Read(&moved{bytes.NewReader([]byte(c.data)), c.off}, store.PutOptions{Size: size}, c.limit, 1000)
+		require.NoError(t, err, c.name)
+		r := b.Parts
+		if b.Single != nil {
+			r = b.Single
+		}
+		// As net/http sends a body of known length: Size bytes, then a read
+		// to check that there is no more.
+		n, err := io.Copy(io.Discard, io.LimitReader(r, size))
+		if err == nil {
+			assert.Less(t, n, size, "%s: a body that is not Size bytes handed over all of them", c.name)
+		}
+		_, err = io.ReadAll(r)
+		require.Error(t, err, c.name)
+	}
+}
