@@ -65,7 +65,7 @@ func read(body io.Reader, opts store.PutOptions, limit, maxSize, maxConditional 
 				return Body{}, fmt.Errorf("measure body: %w", err)
 			}
 			if measured {
-				return split(fromOffset(rs, cur, n), n, opts.Size, limit, conditional)
+				return split(&seekBody{rs: rs, base: cur, size: n, want: opts.Size}, n, opts.Size, limit, conditional)
 			}
 		}
 	}
@@ -132,47 +132,63 @@ func remaining(rs io.ReadSeeker, cur int64) (n int64, measured bool, err error) 
 	return end - cur, true, nil
 }
 
-// fromOffset returns rs as a body of size bytes that starts at 0 where rs
-// is at base: SDKs rewind a body with Seek(0, io.SeekStart) (minio-go, on
-// every attempt) or refuse one whose offset is not 0 (azblob). At base 0
-// it is rs itself.
-func fromOffset(rs io.ReadSeeker, base, size int64) io.ReadSeeker {
-	if base == 0 {
-		return rs
+// seekBody is a seekable body seen from the caller's offset: its 0 is
+// base in rs and its end is size, so that an SDK may rewind it with
+// Seek(0, io.SeekStart) (minio-go does before every attempt) or require
+// it at 0 (azblob). With want set (and then size is want), a body whose
+// reads do not end at want bytes, such as a file written to after it was
+// measured, fails, and one that is longer fails before it hands over its
+// last byte: an HTTP transport sends Content-Length bytes, completing the
+// request, before it reads on to find more.
+type seekBody struct {
+	rs              io.ReadSeeker
+	base, size, pos int64
+	want            int64
+}
+
+func (b *seekBody) Read(p []byte) (int, error) {
+	n, err := b.rs.Read(p)
+	b.pos += int64(n)
+	switch {
+	case b.want == 0 || (b.pos < b.want && err != io.EOF):
+		return n, err
+	case b.pos < b.want:
+		return n, fmt.Errorf("body has %d bytes, but Size says %d", b.pos, b.want)
+	case b.pos > b.want:
+		return 0, fmt.Errorf("body is longer than Size %d", b.want)
+	case err == nil:
+		// At want bytes: the body must end here.
+		var one [1]byte
+		switch m, err := io.ReadFull(b.rs, one[:]); {
+		case m > 0:
+			b.pos += int64(m)
+			return 0, fmt.Errorf("body is longer than Size %d", b.want)
+		case err != io.EOF:
+			return 0, err
+		}
 	}
-	return &offsetBody{rs: rs, base: base, size: size}
+	return n, err
 }
 
-// offsetBody is a ReadSeeker whose offset 0 is base in rs.
-type offsetBody struct {
-	rs         io.ReadSeeker
-	base, size int64
-}
-
-func (o *offsetBody) Read(p []byte) (int, error) { return o.rs.Read(p) }
-
-func (o *offsetBody) Seek(offset int64, whence int) (int64, error) {
+func (b *seekBody) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
-		cur, err := o.rs.Seek(0, io.SeekCurrent)
-		if err != nil {
-			return 0, err
-		}
-		offset += cur - o.base
+		offset += b.pos
 	case io.SeekEnd:
-		offset += o.size
+		offset += b.size
 	default:
 		return 0, errors.New("putbody: Seek: invalid whence")
 	}
 	if offset < 0 {
 		return 0, errors.New("putbody: Seek: negative position")
 	}
-	abs, err := o.rs.Seek(o.base+offset, io.SeekStart)
+	abs, err := b.rs.Seek(b.base+offset, io.SeekStart)
 	if err != nil {
 		return 0, err
 	}
-	return abs - o.base, nil
+	b.pos = abs - b.base
+	return b.pos, nil
 }
 
 // Fill reads from r into buf[:0] until it holds n bytes or r ends, growing
