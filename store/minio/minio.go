@@ -340,7 +340,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // its part request has returned, which the transport delays until the
 // server is done with a part it has in full (package partupload). A body
 // that differs from its declared size fails as it is read (package
-// putbody). Conditional writes never come here.
+// portable). Conditional writes never come here.
 func (s *Store) multipart(ctx context.Context, key string, body io.Reader, partLen int, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
 	// Started on a context of its own: cancelled halfway, the request
 	// could create an upload whose id never reaches us to abort it.

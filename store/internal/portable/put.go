@@ -178,10 +178,10 @@ func (b *seekBody) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		offset += b.size
 	default:
-		return 0, errors.New("putbody: Seek: invalid whence")
+		return 0, errors.New("portable: Seek: invalid whence")
 	}
 	if offset < 0 {
-		return 0, errors.New("putbody: Seek: negative position")
+		return 0, errors.New("portable: Seek: negative position")
 	}
 	abs, err := b.rs.Seek(b.base+offset, io.SeekStart)
 	if err != nil {
