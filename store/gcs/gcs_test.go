@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,6 +212,18 @@ func TestOneRequestEach(t *testing.T) {
 			_, err := s.Put(ctx, "c", strings.NewReader("hello"), store.PutOptions{IfNoneMatch: true, Size: 5})
 			return err
 		}, "POST /upload/storage/v1/b/*/o?uploadType=multipart"},
+		// Bodies that fill the client's chunks exactly (multiples of 256
+		// KiB): a chunk of the body's size would leave the client unsure
+		// that the body ended, and it would open a resumable upload, which
+		// a condition must never take.
+		{"256 KiB create", func() error {
+			_, err := s.Put(ctx, "c256", bytes.NewReader(big[:256<<10]), store.PutOptions{IfNoneMatch: true, Size: 256 << 10})
+			return err
+		}, "POST /upload/storage/v1/b/*/o?uploadType=multipart"},
+		{"PartSize put", func() error {
+			_, err := s.Put(ctx, "p", onlyReader{bytes.NewReader(big[:gcs.PartSize])}, store.PutOptions{})
+			return err
+		}, "POST /upload/storage/v1/b/*/o?uploadType=multipart"},
 		{"20 MiB compare-and-swap", func() error {
 			a, err := s.Put(ctx, "cas", strings.NewReader("v1"), store.PutOptions{})
 			if err == nil {
@@ -250,6 +263,24 @@ func TestOneRequestEach(t *testing.T) {
 // TestLargeConditional: 20 MiB conditional writes hold on the emulator.
 func TestLargeConditional(t *testing.T) {
 	storetest.LargeConditional(t, newStore(t))
+}
+
+// TestLargeConditionalIsNotCopied: a conditional body above PartSize goes
+// up in one request without the client's chunk buffer (ChunkSize 0), so a
+// seekable one is streamed, not copied: a buffer of the body's size, up to
+// store.MaxConditionalSize (1 GiB), per write.
+func TestLargeConditionalIsNotCopied(t *testing.T) {
+	s := newStore(t)
+	data := make([]byte, 20<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := s.Put(context.Background(), "big", bytes.NewReader(data), store.PutOptions{IfNoneMatch: true, Size: int64(len(data))})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a conditional Put of %d MiB allocated %d MiB", len(data)>>20, alloc>>20)
+	assert.Less(t, alloc, uint64(len(data)/2), "a conditional Put of %d MiB allocated %d MiB", len(data)>>20, alloc>>20)
 }
 
 // TestStoredBytes: a gzip object reads back as stored, not decompressed,

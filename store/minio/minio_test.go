@@ -618,3 +618,37 @@ func TestMultipartReadsEachPartIntoOneBuffer(t *testing.T) {
 		assert.Less(t, alloc, c.limit, "Size %d: a Put of %d MiB in parts allocated %d MiB", c.size, len(data)>>20, alloc>>20)
 	}
 }
+
+// TestMultipartAtPartBoundaries: a body that ends on a part boundary goes
+// up in as many parts as it fills, with no empty part after them (which
+// costs a request and changes the ETag), and one a byte longer in one part
+// more, whether its size is declared, measured or unknown.
+func TestMultipartAtPartBoundaries(t *testing.T) {
+	rec := &recorder{}
+	opts := options(t)
+	opts.Transport = rec
+	s := newStore(t, opts)
+	ctx := context.Background()
+	data := make([]byte, 2*minio.PartSize+1)
+	_, err := rand.Read(data)
+	require.NoError(t, err)
+	for _, n := range []int{2 * minio.PartSize, 2*minio.PartSize + 1} {
+		parts := (n + minio.PartSize - 1) / minio.PartSize
+		for name, body := range map[string]func() (io.Reader, int64){
+			"stream":            func() (io.Reader, int64) { return onlyReader{bytes.NewReader(data[:n])}, 0 },
+			"stream-known-size": func() (io.Reader, int64) { return onlyReader{bytes.NewReader(data[:n])}, int64(n) },
+			"seekable":          func() (io.Reader, int64) { return bytes.NewReader(data[:n]), 0 },
+		} {
+			key := fmt.Sprintf("%s-%d", name, n)
+			r, size := body()
+			rec.take()
+			a, err := s.Put(ctx, key, r, store.PutOptions{Size: size})
+			require.NoError(t, err, key)
+			reqs, _ := rec.take()
+			assert.Len(t, reqs, parts+2, "%s: initiate, %d parts, complete: %v", key, parts, reqs)
+			assert.True(t, strings.HasSuffix(a.ETag, fmt.Sprintf("-%d", parts)), "%s: ETag %s", key, a.ETag)
+			got, _ := read(t, s, key)
+			assert.True(t, bytes.Equal(data[:n], []byte(got)), "%s: the stored bytes differ", key)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -346,5 +347,25 @@ func TestSeekableBodyThatMovedFailsBeforeItsEnd(t *testing.T) {
 		}
 		_, err = io.ReadAll(r)
 		require.Error(t, err, c.name)
+	}
+}
+
+// TestSmallBodyIsReadIntoASmallBuffer checks that a small streamed body
+// costs about its size, not the limit: a conditional Put's limit is
+// store.MaxConditionalSize (1 GiB), and every lease and pointer write is
+// a small conditional Put of known size.
+func TestSmallBodyIsReadIntoASmallBuffer(t *testing.T) {
+	for _, opts := range []store.PutOptions{
+		{Size: 100}, {Size: 100, IfNoneMatch: true}, {Size: 100, IfMatch: "e"}, {}, {IfNoneMatch: true},
+	} {
+		body := onlyReader{bytes.NewReader(make([]byte, 100))}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b, err := Read(body, opts, 16<<20, 1<<40)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		require.EqualValues(t, 100, b.Size)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		assert.Less(t, alloc, uint64(1<<20), "%+v: a 100-byte body allocated %d KiB", opts, alloc>>10)
 	}
 }
