@@ -594,8 +594,8 @@ func TestConditionalNeverMultipart(t *testing.T) {
 // read into one buffer of a part, which the first part, the one Put reads
 // to choose between one request and parts, is sent from: with
 // --concurrency uploads at once, a second copy of each first part is
-// another 16 MiB per upload. Before a89cec6 a 40 MiB body of known size
-// allocated 16 MiB, of unknown size 32 MiB (the buffer grows).
+// another 16 MiB per upload. A 40 MiB body of known size allocates
+// 16 MiB, one of unknown size 32 MiB (the buffer grows).
 func TestMultipartReadsEachPartIntoOneBuffer(t *testing.T) {
 	s := newStore(t, options(t))
 	ctx := context.Background()
