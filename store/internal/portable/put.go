@@ -195,12 +195,20 @@ func (b *seekBody) Seek(offset int64, whence int) (int64, error) {
 // buf as needed but never beyond n bytes. eof reports that r ended. From
 // Parts not yet read, it takes the bytes Read holds as the buffer rather
 // than copying them, so that a driver reading parts of limit bytes keeps
-// one part in memory, not two.
+// one part in memory, not two; from Parts of a seekable body, whose length
+// is known, it allocates the buffer at once.
 func Fill(r io.Reader, buf []byte, n int) (out []byte, eof bool, err error) {
 	buf = buf[:0]
-	if s, ok := r.(*sized); ok && s.n == 0 && len(s.head) > 0 && len(s.head) <= n {
-		buf, s.head = s.head, nil
-		s.n = int64(len(buf)) // at most want: Read read at most that much
+	switch s := r.(type) {
+	case *sized:
+		if s.n == 0 && len(s.head) > 0 && len(s.head) <= n {
+			buf, s.head = s.head, nil
+			s.n = int64(len(buf)) // at most want: Read read at most that much
+		}
+	case *seekBody:
+		if left := min(int64(n), s.size-s.pos); int64(cap(buf)) < left {
+			buf = make([]byte, 0, left)
+		}
 	}
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
