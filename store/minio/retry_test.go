@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -69,4 +70,28 @@ func TestRetryAfterBrokenUpload(t *testing.T) {
 	}
 	got, _ := read(t, s, "k")
 	assert.Equal(t, data, []byte(got))
+}
+
+// TestRetryFromTheBodysOffset: minio-go rewinds a body with Seek(0,
+// io.SeekStart) for its retry; a seekable body at a nonzero offset is
+// sent again from that offset, not from the caller's 0.
+func TestRetryFromTheBodysOffset(t *testing.T) {
+	tr := &brokenUpload{last: make(chan error, 1)}
+	opts := options(t)
+	opts.Transport = tr
+	s := newStore(t, opts)
+	ctx := context.Background()
+	const offset = 7
+	data := make([]byte, offset+256<<10)
+	_, err := rand.Read(data)
+	require.NoError(t, err)
+	body := bytes.NewReader(data)
+	_, err = body.Seek(offset, io.SeekStart)
+	require.NoError(t, err)
+
+	_, err = s.Put(ctx, "k", body, store.PutOptions{Size: int64(len(data) - offset)})
+	require.NoError(t, err)
+	require.True(t, tr.failed.Load(), "the first attempt was broken")
+	got, _ := read(t, s, "k")
+	assert.True(t, bytes.Equal(data[offset:], []byte(got)), "the retry sent other bytes than the body from its offset")
 }
