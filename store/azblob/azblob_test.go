@@ -243,6 +243,27 @@ func TestMetadataRoundTrip(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestBadArgumentsBeforeBadMetadata: a Put whose arguments no driver may
+// send (both conditions, a nil body) is refused as such, as before the
+// shared prelude and as gcs and minio do, even when its metadata is bad
+// too: not as store.ErrInvalidKey.
+func TestBadArgumentsBeforeBadMetadata(t *testing.T) {
+	s, _ := newStore(t)
+	bad := map[string]string{"Upper": "x"}
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		opts store.PutOptions
+	}{
+		{"both conditions", strings.NewReader("x"), store.PutOptions{IfMatch: "0x8D", IfNoneMatch: true, Metadata: bad}},
+		{"nil body", nil, store.PutOptions{Metadata: bad}},
+	} {
+		_, err := s.Put(context.Background(), "m", c.body, c.opts)
+		require.Error(t, err, c.name)
+		assert.NotErrorIs(t, err, store.ErrInvalidKey, "%s: %v", c.name, err)
+	}
+}
+
 func TestWrongCredentials(t *testing.T) {
 	srv := testenv.Azurite(t)
 	name := srv.NewContainer(t)
