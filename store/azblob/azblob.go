@@ -272,6 +272,11 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 // List after staged blocks. An unconditional body of more than
 // PartThreshold bytes goes up as staged blocks.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	// The arguments first, as the other drivers check them; Read checks
+	// them again.
+	if err := portable.Check(body, opts, maxObjectSize); err != nil {
+		return store.Attrs{}, store.Wrap("put", key, nil, err)
+	}
 	meta, err := encodeMetadata(opts.Metadata)
 	if err != nil {
 		return store.Attrs{}, store.Wrap("put", key, store.ErrInvalidKey, err)
