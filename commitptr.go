@@ -43,8 +43,9 @@ import (
 //	mem://name/prefix                  in memory, shared by name within the process
 //
 // S3 settings come from the URL's query (endpoint, region, profile,
-// path_style) and the standard AWS environment and shared config; use
-// store.Open and commit.New to pass a store.Config instead. Open does not
+// path_style, sse, sse_kms_key_id, storage_class) and the standard AWS
+// environment and shared config; use store.Open and commit.New to pass a
+// store.Config instead (a customer key can only be passed that way). Open does not
 // contact the store.
 func Open(ctx context.Context, url string, opts ...commit.Option) (*commit.Dataset, error) {
 	s, err := store.Open(ctx, url, store.Config{})

@@ -16,8 +16,9 @@ import (
 // Config carries settings that are not part of a store URL, typically from
 // command-line flags. Zero fields fall back to the URL's query parameters
 // (endpoint, region, profile, path_style, connect_timeout, timeout,
-// idle_timeout) and then to the usual AWS environment variables and shared
-// config files, or to the default timeouts.
+// idle_timeout, sse, sse_kms_key_id, storage_class) and then to the usual
+// AWS environment variables and shared config files, or to the default
+// timeouts.
 type Config struct {
 	Endpoint  string // S3 endpoint URL, e.g. http://127.0.0.1:7070
 	Region    string
@@ -27,6 +28,12 @@ type Config struct {
 	// Versioning declares whether an S3 bucket keeps versions; auto (the
 	// zero value) asks the bucket once (see Versioner).
 	Versioning Versioning
+	// Encryption is how the objects the store writes are encrypted; a
+	// customer key never comes from a URL.
+	Encryption Encryption
+	// StorageClass is the storage class of the objects the store writes
+	// (S3's x-amz-storage-class); empty means the bucket's default.
+	StorageClass string
 }
 
 // Opener opens a store for a parsed URL. Drivers register one per scheme.
@@ -153,8 +160,9 @@ func CleanPrefix(p string) (string, error) {
 
 // BucketURL reads the common form of bucket URLs,
 // scheme://bucket/prefix?endpoint=...&region=...&profile=...&path_style=true
-// &connect_timeout=10s&timeout=30s&idle_timeout=60s&versioning=auto, for the
-// S3 drivers (versioning is auto, on or off: see Versioner). The
+// &connect_timeout=10s&timeout=30s&idle_timeout=60s&versioning=auto
+// &sse=aws:kms&sse_kms_key_id=...&storage_class=..., for the S3 drivers
+// (versioning is auto, on or off: see Versioner). The
 // three timeouts are the fields of Timeouts; merged.Timeouts has the
 // defaults filled in. Non-zero fields of cfg override the query
 // parameters. It refuses user information (credentials belong in the AWS
@@ -175,7 +183,7 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 	if err != nil {
 		return bad("bad query: %v", err)
 	}
-	known := []string{"endpoint", "region", "profile", "path_style", "connect_timeout", "timeout", "idle_timeout", "versioning"}
+	known := []string{"endpoint", "region", "profile", "path_style", "connect_timeout", "timeout", "idle_timeout", "versioning", "sse", "sse_kms_key_id", "storage_class"}
 	for k := range q {
 		if !slices.Contains(known, k) {
 			return bad("unknown parameter %q (known: %s)", k, strings.Join(known, ", "))
@@ -200,6 +208,15 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 			Header:  cmp.Or(cfg.Timeouts.Header, fromURL.Header),
 			Idle:    cmp.Or(cfg.Timeouts.Idle, fromURL.Idle),
 		}.OrDefaults(),
+		Encryption: Encryption{
+			SSE:         cmp.Or(cfg.Encryption.SSE, q.Get("sse")),
+			KMSKeyID:    cmp.Or(cfg.Encryption.KMSKeyID, q.Get("sse_kms_key_id")),
+			CustomerKey: cfg.Encryption.CustomerKey,
+		},
+		StorageClass: cmp.Or(cfg.StorageClass, q.Get("storage_class")),
+	}
+	if err := merged.Encryption.Check(); err != nil {
+		return bad("%v", err)
 	}
 	merged.Versioning = cfg.Versioning
 	if merged.Versioning == VersioningAuto {
@@ -216,4 +233,14 @@ func BucketURL(u *url.URL, cfg Config) (bucket, prefix string, merged Config, er
 		return "", "", Config{}, err
 	}
 	return u.Host, prefix, merged, nil
+}
+
+// RefuseObjectSettings is for drivers that neither encrypt on request nor
+// have storage classes: it refuses a Config that asks for either, so that
+// a setting is never silently ignored.
+func (c Config) RefuseObjectSettings(scheme string) error {
+	if !c.Encryption.IsZero() || c.StorageClass != "" {
+		return fmt.Errorf("store: %s:// stores take no server-side encryption, customer key or storage class", scheme)
+	}
+	return nil
 }

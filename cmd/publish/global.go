@@ -44,6 +44,12 @@ type globalOptions struct {
 	Progress  bool
 	Config    string
 
+	// Encryption and storage class of the objects written (S3).
+	SSE          string
+	SSEKMSKeyID  string
+	SSECKey      string // where the customer key is: a file, or env:NAME
+	StorageClass string
+
 	// mu serializes the -v lines of parallel transfers.
 	mu sync.Mutex
 
@@ -68,6 +74,10 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.CountVarP(&g.Verbose, "verbose", "v", "say more on stderr: -v lists each file with its action (uploaded, reused, downloaded, deleted) and logs steps; -vv also logs each request's details and S3 request ids")
 	f.BoolVarP(&g.Quiet, "quiet", "q", false, "print only errors (and what --json or a reading command such as cat or ls is asked for)")
 	f.StringVar(&g.Config, "config", "", "the config file whose remotes an argument NAME:PATH names (default: publish/config under $XDG_CONFIG_HOME or ~/.config)")
+	f.StringVar(&g.SSE, "sse", "", "S3: encrypt every object written with keys the service manages: AES256 or aws:kms (URL: ?sse=)")
+	f.StringVar(&g.SSEKMSKeyID, "sse-kms-key-id", "", "S3: the KMS key of --sse aws:kms (default: the account's; URL: ?sse_kms_key_id=)")
+	f.StringVar(&g.SSECKey, "sse-c-key", "", "S3: encrypt every object written with this key of yours (SSE-C), and send it with every read: a file holding 32 bytes or their base64, or env:NAME for an environment variable that holds them")
+	f.StringVar(&g.StorageClass, "storage-class", "", "S3: the storage class of every object written, such as STANDARD_IA (default: the bucket's; URL: ?storage_class=)")
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 
@@ -157,10 +167,16 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	if err != nil {
 		return nil, err
 	}
+	key, err := g.customerKey()
+	if err != nil {
+		return nil, err
+	}
 	rawURL, pathStyle := g.pathStyle(u, rawURL)
 	s, err := store.Open(ctx, rawURL, store.Config{
 		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: pathStyle,
-		Timeouts: timeouts,
+		Timeouts:     timeouts,
+		Encryption:   store.Encryption{SSE: g.SSE, KMSKeyID: g.SSEKMSKeyID, CustomerKey: key},
+		StorageClass: g.StorageClass,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
@@ -173,6 +189,32 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 		s = store.WithLog(s, g.log())
 	}
 	return s, nil
+}
+
+// customerKey reads the key --sse-c-key names: a file, or env:NAME. It
+// is nil without the flag.
+func (g *globalOptions) customerKey() ([]byte, error) {
+	if g.SSECKey == "" {
+		return nil, nil
+	}
+	var b []byte
+	if name, ok := strings.CutPrefix(g.SSECKey, "env:"); ok {
+		v, set := os.LookupEnv(name)
+		if !set {
+			return nil, usagef("--sse-c-key: environment variable %s is not set", name)
+		}
+		b = []byte(v)
+	} else {
+		var err error
+		if b, err = os.ReadFile(g.SSECKey); err != nil {
+			return nil, usagef("--sse-c-key: %v", err)
+		}
+	}
+	key, err := store.ParseCustomerKey(b)
+	if err != nil {
+		return nil, usagef("--sse-c-key %s: %v", g.SSECKey, err)
+	}
+	return key, nil
 }
 
 // pathStyle applies --path-style to the URL u of rawURL. A Config's

@@ -39,6 +39,9 @@ var remoteKeys = map[string]string{
 	"connect-timeout": "connect_timeout",
 	"timeout":         "timeout",
 	"idle-timeout":    "idle_timeout",
+	"sse":             "sse",
+	"sse-kms-key-id":  "sse_kms_key_id",
+	"storage-class":   "storage_class",
 }
 
 // remotes are the remotes of a config file, by name: the URL each stands

@@ -62,14 +62,14 @@ url = file:///srv/data
 // usage error that names the file, the remote and the key.
 func TestRemoteConfigErrors(t *testing.T) {
 	for body, want := range map[string]string{
-		"[prod]\nendpoint = x\n":               "remote [prod] has no url",
-		"[prod]\nurl = s3://b\nsse = AES256\n": `remote [prod] has the unknown key "sse" (known: url, connect-timeout, endpoint,`,
-		"url = s3://b\n":                       `key "url" is outside any [remote] section`,
-		"[s3]\nurl = s3://b\n":                 "remote name [s3] is a URL scheme",
-		"[a.b]\nurl = s3://b\n":                "remote name [a.b]: use letters, digits, - and _",
-		"[prod]\nurl = bucket/prefix\n":        `remote [prod]: url "bucket/prefix" is not a URL`,
-		"[prod]\nurl = ftp://host/x\n":         `remote [prod]: url "ftp://host/x": unknown scheme "ftp"`,
-		"[prod\nurl = s3://b\n":                "config file",
+		"[prod]\nendpoint = x\n":                "remote [prod] has no url",
+		"[prod]\nurl = s3://b\nsse-c-key = k\n": `remote [prod] has the unknown key "sse-c-key" (known: url, connect-timeout, endpoint,`,
+		"url = s3://b\n":                        `key "url" is outside any [remote] section`,
+		"[s3]\nurl = s3://b\n":                  "remote name [s3] is a URL scheme",
+		"[a.b]\nurl = s3://b\n":                 "remote name [a.b]: use letters, digits, - and _",
+		"[prod]\nurl = bucket/prefix\n":         `remote [prod]: url "bucket/prefix" is not a URL`,
+		"[prod]\nurl = ftp://host/x\n":          `remote [prod]: url "ftp://host/x": unknown scheme "ftp"`,
+		"[prod\nurl = s3://b\n":                 "config file",
 	} {
 		path := writeConfig(t, body)
 		_, err := loadRemotes(path, true)

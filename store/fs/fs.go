@@ -31,6 +31,9 @@ func init() {
 // store and is created (mode 0700) by the first write, so that a command
 // that only reads leaves nothing behind.
 func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, error) {
+	if err := cfg.RefuseObjectSettings("file"); err != nil {
+		return nil, err
+	}
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, fmt.Errorf("fs: URL %q names host %q; want file:///absolute/path", u.String(), u.Host)
 	}

@@ -25,6 +25,9 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
+	if err := c.RefuseObjectSettings("gs"); err != nil {
+		return nil, err
+	}
 	s, err := New(ctx, Options{Bucket: bucket, Endpoint: c.Endpoint, Timeouts: c.Timeouts})
 	if err != nil {
 		return nil, err

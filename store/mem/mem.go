@@ -36,7 +36,10 @@ var (
 	named   = map[string]*Store{}
 )
 
-func openURL(_ context.Context, u *url.URL, _ store.Config) (store.Store, error) {
+func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, error) {
+	if err := cfg.RefuseObjectSettings("mem"); err != nil {
+		return nil, err
+	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("mem: URL %q has no store name (want mem://name/prefix)", u.String())
 	}

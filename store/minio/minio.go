@@ -19,6 +19,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/commitptr/commitptr/store"
@@ -82,6 +83,12 @@ type Options struct {
 	// value, store.VersioningAuto, asks the bucket once (see
 	// Store.Versioning).
 	Versioning store.Versioning
+	// Encryption is how the objects the store writes are encrypted; with
+	// a customer key, every read sends the key too.
+	Encryption store.Encryption
+	// StorageClass is the storage class of the objects the store writes,
+	// such as STANDARD_IA; empty means the bucket's default.
+	StorageClass string
 	// Credentials, if not nil, replace the credential chain: the
 	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 	// AWS_SESSION_TOKEN), the shared credentials file, then IAM (instance
@@ -97,6 +104,9 @@ type Store struct {
 	bucket   string
 	endpoint string // scheme://host, for error messages
 	ver      *versions.State
+	sse      encrypt.ServerSide // sent when an object is written; nil for the bucket's default
+	ssec     encrypt.ServerSide // the customer key, sent with every part and every read; nil without one
+	class    string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -109,6 +119,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if err := s3utils.CheckValidBucketName(opts.Bucket); err != nil {
 		return nil, fmt.Errorf("minio: bad bucket name %q: %w", opts.Bucket, err)
+	}
+	sse, ssec, err := serverSide(opts.Encryption)
+	if err != nil {
+		return nil, err
 	}
 	raw := first(opts.Endpoint, os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"), DefaultEndpoint)
 	host, secure, err := parseEndpoint(raw)
@@ -157,6 +171,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		core:     minio.Core{Client: client},
 		bucket:   opts.Bucket,
 		endpoint: client.EndpointURL().String(),
+		sse:      sse,
+		ssec:     ssec,
+		class:    opts.StorageClass,
 		ver:      versions.NewState(opts.Versioning),
 	}, nil
 }
@@ -175,11 +192,30 @@ func parseEndpoint(raw string) (host string, secure bool, err error) {
 	return u.Host, u.Scheme == "https", nil
 }
 
+// serverSide turns e into what minio-go sends when an object is written
+// (sse) and with every part and read (ssec, a customer key only).
+func serverSide(e store.Encryption) (sse, ssec encrypt.ServerSide, err error) {
+	if err := e.Check(); err != nil {
+		return nil, nil, fmt.Errorf("minio: %w", err)
+	}
+	switch {
+	case e.CustomerKey != nil:
+		ssec, err = encrypt.NewSSEC(e.CustomerKey)
+		return ssec, ssec, err
+	case e.SSE == store.SSEAES256:
+		return encrypt.NewSSE(), nil, nil
+	case e.SSE == store.SSEKMS:
+		sse, err = encrypt.NewSSEKMS(e.KMSKeyID, nil)
+		return sse, nil, err
+	}
+	return nil, nil, nil
+}
+
 // Get implements store.Store. It sends one GET.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	// Core.GetObject sends the request now and returns its headers;
 	// Client.GetObject is lazy and would send a HEAD before the GET.
-	body, _, h, err := s.core.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	body, _, h, err := s.core.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{ServerSideEncryption: s.ssec})
 	if err != nil {
 		return nil, store.Attrs{}, s.classify("get", key, false, err)
 	}
@@ -189,7 +225,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 // Head implements store.Store. It sends one HEAD.
 func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	ctx, x := withExchange(ctx, "", nil)
-	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{ServerSideEncryption: s.ssec})
 	if err != nil {
 		return store.Attrs{}, s.classify("head", key, false, err)
 	}
@@ -282,6 +318,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		UserMetadata:    make(map[string]string, len(opts.Metadata)),
 		ContentType:     opts.ContentType,
 		ContentEncoding: opts.ContentEncoding,
+		// With parts, the upload's creation carries these.
+		ServerSideEncryption: s.sse,
+		StorageClass:         s.class,
 	}
 	for k, v := range opts.Metadata {
 		// An x-amz- name stops minio-go from treating a key such as
@@ -373,7 +412,7 @@ func (s *Store) multipart(ctx context.Context, key string, body io.Reader, partL
 		}
 		md5b64, sha, _ := sums(bytes.NewReader(buf)) // a bytes.Reader neither fails nor refuses to seek
 		p, err := s.core.PutObjectPart(ctx, s.bucket, key, id, n, bytes.NewReader(buf), int64(len(buf)),
-			minio.PutObjectPartOptions{Md5Base64: md5b64, Sha256Hex: sha, DisableContentSha256: true})
+			minio.PutObjectPartOptions{Md5Base64: md5b64, Sha256Hex: sha, SSE: s.ssec, DisableContentSha256: true})
 		if err != nil {
 			return info, size, err
 		}

@@ -658,3 +658,17 @@ func TestMultipartAtPartBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// TestEncryptionAndStorageClassReachTheWire: the store's encryption and
+// storage class go with every request that creates an object, in one
+// request or in parts, and a customer key with every part and every read.
+func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
+	for _, c := range testenv.S3ObjectSettingsCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			rec := &faults.Recorder{Base: http.DefaultTransport}
+			o := options(t)
+			o.Transport, o.Encryption, o.StorageClass = rec, c.Encryption, c.Class
+			testenv.CheckS3ObjectSettings(t, newStore(t, o), rec, c, minio.PartSize+1)
+		})
+	}
+}

@@ -16,7 +16,10 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(ctx, Options{Bucket: bucket, Endpoint: c.Endpoint, Region: c.Region, Profile: c.Profile, PathStyle: c.PathStyle, Timeouts: c.Timeouts, Versioning: c.Versioning})
+	s, err := New(ctx, Options{
+		Bucket: bucket, Endpoint: c.Endpoint, Region: c.Region, Profile: c.Profile, PathStyle: c.PathStyle,
+		Timeouts: c.Timeouts, Versioning: c.Versioning, Encryption: c.Encryption, StorageClass: c.StorageClass,
+	})
 	if err != nil {
 		return nil, err
 	}

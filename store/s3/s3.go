@@ -17,6 +17,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithymiddleware "github.com/aws/smithy-go/middleware"
@@ -81,6 +82,12 @@ type Options struct {
 	// value, store.VersioningAuto, asks the bucket once (see
 	// Store.Versioning).
 	Versioning store.Versioning
+	// Encryption is how the objects the store writes are encrypted; with
+	// a customer key, every read sends the key too.
+	Encryption store.Encryption
+	// StorageClass is the storage class of the objects the store writes,
+	// such as STANDARD_IA; empty means the bucket's default.
+	StorageClass string
 }
 
 // Store is a store.Store backed by one S3 bucket. It is safe for concurrent
@@ -91,6 +98,8 @@ type Store struct {
 	bucket   string
 	endpoint string // for error messages
 	ver      *versions.State
+	enc      store.Encryption
+	class    string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -104,6 +113,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if strings.ContainsAny(opts.Bucket, "/:?#") {
 		return nil, fmt.Errorf("s3: bad bucket name %q", opts.Bucket)
+	}
+	if err := opts.Encryption.Check(); err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
 	}
 	if opts.Endpoint != "" {
 		u, err := url.Parse(opts.Endpoint)
@@ -183,6 +195,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		bucket:   opts.Bucket,
 		endpoint: endpoint,
 		ver:      versions.NewState(opts.Versioning),
+		enc:      opts.Encryption,
+		class:    opts.StorageClass,
 	}, nil
 }
 
@@ -202,7 +216,11 @@ func (c detachedCreate) CreateMultipartUpload(ctx context.Context, in *awss3.Cre
 // Get opens the object for reading. The caller must close the body. If the
 // key does not exist, Get returns an error matching store.ErrNotExist.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
+	}
+	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		return nil, store.Attrs{}, s.classify("get", key, false, err)
 	}
@@ -220,7 +238,11 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 // Head returns the object's attributes. If the key does not exist, Head
 // returns an error matching store.ErrNotExist.
 func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
-	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	in := &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key}
+	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
+	}
+	out, err := s.client.HeadObject(ctx, in)
 	if err != nil {
 		return store.Attrs{}, s.classify("head", key, false, err)
 	}
@@ -266,6 +288,12 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		if opts.IfNoneMatch {
 			in.IfNoneMatch = aws.String("*")
 		}
+		in.ServerSideEncryption = types.ServerSideEncryption(s.enc.SSE)
+		in.SSEKMSKeyId = optString(s.enc.KMSKeyID)
+		in.StorageClass = types.StorageClass(s.class)
+		if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
+			in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
+		}
 		out, err := s.client.PutObject(ctx, in)
 		if err != nil {
 			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
@@ -284,6 +312,14 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		Metadata:        opts.Metadata,
 		ContentType:     optString(opts.ContentType),
 		ContentEncoding: optString(opts.ContentEncoding),
+		// The uploader sends these with CreateMultipartUpload, and the
+		// customer key with every part too.
+		ServerSideEncryption: tmtypes.ServerSideEncryption(s.enc.SSE),
+		SSEKMSKeyID:          optString(s.enc.KMSKeyID),
+		StorageClass:         tmtypes.StorageClass(s.class),
+	}
+	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
 	}
 	out, err := s.uploader.UploadObject(ctx, in)
 	if err != nil {

@@ -555,3 +555,19 @@ func TestConditionalNeverMultipart(t *testing.T) {
 	storetest.LargeConditional(t, s)
 	assert.Zero(t, spy.Refused.Load(), "a conditional write went up as a multipart upload")
 }
+
+// TestEncryptionAndStorageClassReachTheWire: the store's encryption and
+// storage class go with every request that creates an object, in one
+// request or in parts, and a customer key with every part and every read.
+func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
+	for _, c := range testenv.S3ObjectSettingsCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			rec := &faults.Recorder{}
+			s, _ := newStore(t, func(o *s3.Options) {
+				o.HTTPClient = &http.Client{Transport: rec}
+				o.Encryption, o.StorageClass = c.Encryption, c.Class
+			})
+			testenv.CheckS3ObjectSettings(t, s, rec, c, s3.PartThreshold+1)
+		})
+	}
+}
