@@ -24,10 +24,11 @@ type Encryption struct {
 	// SSE is server-side encryption with keys the service manages:
 	// SSEAES256, SSEKMS, or empty for the bucket's default.
 	SSE string
-	// KMSKeyID names the key of SSEKMS; empty means the service's default
-	// KMS key.
+	// KMSKeyID names the key of SSEKMS (on Cloud Storage, a Cloud KMS key
+	// name); empty means the service's default KMS key.
 	KMSKeyID string
-	// CustomerKey, if set, is an AES-256 key of the caller's (S3 SSE-C).
+	// CustomerKey, if set, is an AES-256 key of the caller's (S3 SSE-C,
+	// Cloud Storage customer-supplied keys, Azure customer-provided keys).
 	// The service encrypts with it and keeps only its hash, so every read
 	// sends it too. It excludes SSE.
 	CustomerKey []byte

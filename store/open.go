@@ -32,7 +32,7 @@ type Config struct {
 	// customer key never comes from a URL.
 	Encryption Encryption
 	// StorageClass is the storage class of the objects the store writes
-	// (S3's x-amz-storage-class); empty means the bucket's default.
+	// (on Azure, the access tier); empty means the bucket's default.
 	StorageClass string
 }
 

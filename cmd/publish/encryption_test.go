@@ -94,10 +94,19 @@ func TestEncryptionSettingsRefused(t *testing.T) {
 		assert.Contains(t, errs, c.want, "%v", c.args)
 	}
 	dir := t.TempDir()
-	for _, u := range []string{dir, memURL(), "gs://bucket", "az://container"} {
-		code, _, errs := cli(t, "", "ls", "--storage-class", "STANDARD_IA", u)
-		assert.Equal(t, exitUsage, code, "%s: %s", u, errs)
-		assert.Contains(t, errs, "take no server-side encryption, customer key or storage class", u)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--storage-class", "STANDARD_IA", dir}, "file:// stores take no server-side encryption, customer key or storage class"},
+		{[]string{"--sse", "AES256", memURL()}, "mem:// stores take no server-side encryption, customer key or storage class"},
+		{[]string{"--sse", "AES256", "gs://bucket"}, "Cloud Storage encrypts every object with Google-managed keys"},
+		{[]string{"--sse", "aws:kms", "az://container"}, "encryption scopes are not supported"},
+		{[]string{"--storage-class", "STANDARD_IA", "az://container"}, `unknown access tier "STANDARD_IA"`},
+	} {
+		code, _, errs := cli(t, "", append([]string{"ls"}, c.args...)...)
+		assert.Equal(t, exitUsage, code, "%v: %s", c.args, errs)
+		assert.Contains(t, errs, c.want, "%v", c.args)
 	}
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)

@@ -74,10 +74,10 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.CountVarP(&g.Verbose, "verbose", "v", "say more on stderr: -v lists each file with its action (uploaded, reused, downloaded, deleted) and logs steps; -vv also logs each request's details and S3 request ids")
 	f.BoolVarP(&g.Quiet, "quiet", "q", false, "print only errors (and what --json or a reading command such as cat or ls is asked for)")
 	f.StringVar(&g.Config, "config", "", "the config file whose remotes an argument NAME:PATH names (default: publish/config under $XDG_CONFIG_HOME or ~/.config)")
-	f.StringVar(&g.SSE, "sse", "", "S3: encrypt every object written with keys the service manages: AES256 or aws:kms (URL: ?sse=)")
-	f.StringVar(&g.SSEKMSKeyID, "sse-kms-key-id", "", "S3: the KMS key of --sse aws:kms (default: the account's; URL: ?sse_kms_key_id=)")
-	f.StringVar(&g.SSECKey, "sse-c-key", "", "S3: encrypt every object written with this key of yours (SSE-C), and send it with every read: a file holding 32 bytes or their base64, or env:NAME for an environment variable that holds them")
-	f.StringVar(&g.StorageClass, "storage-class", "", "S3: the storage class of every object written, such as STANDARD_IA (default: the bucket's; URL: ?storage_class=)")
+	f.StringVar(&g.SSE, "sse", "", "encrypt every object written with keys the service manages: AES256 or aws:kms (S3; gs:// takes aws:kms with a Cloud KMS key; URL: ?sse=)")
+	f.StringVar(&g.SSEKMSKeyID, "sse-kms-key-id", "", "the key of --sse aws:kms: a KMS key id, or on gs:// a Cloud KMS key name (default on S3: the account's; URL: ?sse_kms_key_id=)")
+	f.StringVar(&g.SSECKey, "sse-c-key", "", "encrypt every object written with this key of yours (S3 SSE-C; also gs:// and az://), and send it with every read: a file holding 32 bytes or their base64, or env:NAME for an environment variable that holds them")
+	f.StringVar(&g.StorageClass, "storage-class", "", "the storage class of every object written, such as STANDARD_IA or NEARLINE, or the access tier on az:// (default: the bucket's; URL: ?storage_class=)")
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 

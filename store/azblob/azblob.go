@@ -2,12 +2,15 @@ package azblob
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -78,6 +82,14 @@ type Options struct {
 	HTTPClient *http.Client
 	// Timeouts bound each request; zero fields are the defaults.
 	Timeouts store.Timeouts
+	// Encryption of the blobs written. Azure encrypts every blob with
+	// Microsoft-managed keys; a CustomerKey asks for a customer-provided
+	// key instead, which every read sends too. SSE is refused: an
+	// encryption scope is not supported.
+	Encryption store.Encryption
+	// StorageClass is the access tier of the blobs written (Hot, Cool,
+	// Cold or Archive); empty means the account's default.
+	StorageClass string
 }
 
 // Store is a store.Store backed by one Azure Blob Storage container. It is
@@ -85,7 +97,9 @@ type Options struct {
 type Store struct {
 	c         *container.Client
 	container string
-	endpoint  string // the service URL, for error messages
+	endpoint  string           // the service URL, for error messages
+	cpk       *blob.CPKInfo    // the customer key, on every write and read; nil without one
+	tier      *blob.AccessTier // nil for the account's default
 	// noStartFrom is set once the service has refused the startFrom
 	// parameter of List Blobs; List then filters by StartAfter alone.
 	noStartFrom atomic.Bool
@@ -97,6 +111,10 @@ var _ store.Store = (*Store)(nil)
 // container, endpoint or credential shows up in the first operation.
 func New(opts Options) (*Store, error) {
 	if err := checkContainer(opts.Container); err != nil {
+		return nil, err
+	}
+	cpk, tier, err := objectSettings(opts.Encryption, opts.StorageClass)
+	if err != nil {
 		return nil, err
 	}
 	var doer httptimeout.Doer = opts.HTTPClient
@@ -183,7 +201,36 @@ func New(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("azblob: %w", err)
 		}
 	}
-	return &Store{c: c, container: opts.Container, endpoint: service}, nil
+	return &Store{c: c, container: opts.Container, endpoint: service, cpk: cpk, tier: tier}, nil
+}
+
+// objectSettings turns e and class into what every write (and, for the
+// customer key, every read) sends, refusing what Azure cannot do as asked.
+func objectSettings(e store.Encryption, class string) (*blob.CPKInfo, *blob.AccessTier, error) {
+	if err := e.Check(); err != nil {
+		return nil, nil, fmt.Errorf("azblob: %w", err)
+	}
+	if e.SSE != "" {
+		return nil, nil, fmt.Errorf("azblob: sse=%s: Azure encrypts every blob with Microsoft-managed keys, and encryption scopes are not supported; give a customer key or nothing", e.SSE)
+	}
+	var tier *blob.AccessTier
+	if class != "" {
+		i := slices.IndexFunc(blob.PossibleAccessTierValues(), func(t blob.AccessTier) bool { return strings.EqualFold(string(t), class) })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("azblob: unknown access tier %q (want Hot, Cool, Cold or Archive)", class)
+		}
+		tier = &blob.PossibleAccessTierValues()[i]
+	}
+	var cpk *blob.CPKInfo
+	if e.CustomerKey != nil {
+		sum := sha256.Sum256(e.CustomerKey)
+		cpk = &blob.CPKInfo{
+			EncryptionAlgorithm: to.Ptr(blob.EncryptionAlgorithmTypeAES256),
+			EncryptionKey:       to.Ptr(base64.StdEncoding.EncodeToString(e.CustomerKey)),
+			EncryptionKeySHA256: to.Ptr(base64.StdEncoding.EncodeToString(sum[:])),
+		}
+	}
+	return cpk, tier, nil
 }
 
 // checkContainer applies Azure's container naming rules: 3 to 63 lower
@@ -233,7 +280,7 @@ func cmpOr(a, b string) string {
 
 // Get opens the object for reading; see store.Store.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	out, err := s.c.NewBlobClient(key).DownloadStream(ctx, nil)
+	out, err := s.c.NewBlobClient(key).DownloadStream(ctx, &blob.DownloadStreamOptions{CPKInfo: s.cpk})
 	if err != nil {
 		return nil, store.Attrs{}, s.classify("get", key, false, err)
 	}
@@ -250,7 +297,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 
 // Head returns the object's attributes; see store.Store.
 func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
-	out, err := s.c.NewBlobClient(key).GetProperties(ctx, nil)
+	out, err := s.c.NewBlobClient(key).GetProperties(ctx, &blob.GetPropertiesOptions{CPKInfo: s.cpk})
 	if err != nil {
 		return store.Attrs{}, s.classify("head", key, false, err)
 	}
@@ -308,6 +355,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 			Metadata:         meta,
 			HTTPHeaders:      headers,
 			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac},
+			CPKInfo:          s.cpk,
+			Tier:             s.tier,
 		})
 		if err != nil {
 			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
@@ -325,6 +374,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		Concurrency: blockConcurrency,
 		Metadata:    meta,
 		HTTPHeaders: headers,
+		CPKInfo:     s.cpk,
+		AccessTier:  s.tier,
 	})
 	if err != nil {
 		return store.Attrs{}, s.classify("put", key, false, err)

@@ -31,10 +31,10 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	if cfg.Region != "" || cfg.Profile != "" || cfg.PathStyle {
 		return bad("a region, profile or path style is for S3, not Azure Blob Storage")
 	}
-	if err := c.RefuseObjectSettings("az"); err != nil {
-		return nil, err
+	opts := Options{
+		Container: host, ServiceURL: c.Endpoint, Timeouts: c.Timeouts,
+		Encryption: c.Encryption, StorageClass: c.StorageClass,
 	}
-	opts := Options{Container: host, ServiceURL: c.Endpoint, Timeouts: c.Timeouts}
 	if account, _, ok := strings.Cut(host, "."); ok {
 		// The account URL form: the host is the account's blob endpoint
 		// and the first path element the container.

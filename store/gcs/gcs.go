@@ -61,6 +61,15 @@ type Options struct {
 	Transport http.RoundTripper
 	// Timeouts bound each request; zero fields are the defaults.
 	Timeouts store.Timeouts
+	// Encryption of the objects written. Cloud Storage encrypts every
+	// object with Google-managed keys; SSE store.SSEKMS with a KMSKeyID
+	// (a Cloud KMS key name) asks for that key instead, and a CustomerKey
+	// for a customer-supplied key, which every read sends too.
+	// store.SSEAES256 is refused: it would ask for nothing more.
+	Encryption store.Encryption
+	// StorageClass is the storage class of the objects written, such as
+	// NEARLINE; empty means the bucket's default.
+	StorageClass string
 }
 
 // Store is a store.Store backed by one Cloud Storage bucket. It is safe for
@@ -71,6 +80,8 @@ type Store struct {
 	lister   *storage.BucketHandle // bucket with the retry policy, for List
 	name     string                // the bucket's name
 	endpoint string                // scheme://host, for error messages
+	enc      store.Encryption
+	class    string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -81,6 +92,9 @@ var _ store.Store = (*Store)(nil)
 // the metadata server, where it is the source, is asked on first use.
 func New(ctx context.Context, opts Options) (*Store, error) {
 	if err := checkBucket(opts.Bucket); err != nil {
+		return nil, err
+	}
+	if err := checkEncryption(opts.Encryption); err != nil {
 		return nil, err
 	}
 	raw := opts.Endpoint
@@ -124,7 +138,24 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("gcs: endpoint %s: %w", endpoint, err)
 	}
 	b := client.Bucket(opts.Bucket)
-	return &Store{client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)), name: opts.Bucket, endpoint: endpoint}, nil
+	return &Store{
+		client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)),
+		name: opts.Bucket, endpoint: endpoint, enc: opts.Encryption, class: opts.StorageClass,
+	}, nil
+}
+
+// checkEncryption refuses what Cloud Storage cannot do as asked.
+func checkEncryption(e store.Encryption) error {
+	if err := e.Check(); err != nil {
+		return fmt.Errorf("gcs: %w", err)
+	}
+	switch {
+	case e.SSE == store.SSEAES256:
+		return fmt.Errorf("gcs: Cloud Storage encrypts every object with Google-managed keys; sse=%s asks for nothing more: leave it out", store.SSEAES256)
+	case e.SSE == store.SSEKMS && e.KMSKeyID == "":
+		return fmt.Errorf("gcs: sse=%s needs a KMS key id: the Cloud KMS key name, projects/P/locations/L/keyRings/R/cryptoKeys/K", store.SSEKMS)
+	}
+	return nil
 }
 
 // retries is the retry policy of every request: any request may be
@@ -151,6 +182,16 @@ func retries() []storage.RetryOption {
 // object returns a handle on key with the retry policy of one operation.
 func (s *Store) object(key string) *storage.ObjectHandle {
 	return s.bucket.Object(key).Retryer(retries()...)
+}
+
+// keyed returns a handle on key that sends the customer key, if any: every
+// read and write of an object carries it.
+func (s *Store) keyed(key string) *storage.ObjectHandle {
+	obj := s.object(key)
+	if s.enc.CustomerKey != nil {
+		obj = obj.Key(s.enc.CustomerKey)
+	}
+	return obj
 }
 
 // checkBucket refuses names that Cloud Storage would refuse: 3 to 222
@@ -197,7 +238,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
-	r, err := s.object(key).ReadCompressed(true).NewReader(ctx)
+	r, err := s.keyed(key).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
 		return nil, store.Attrs{}, s.classify("get", key, err)
 	}
@@ -259,7 +300,7 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 		return store.Attrs{}, store.Wrap("head", key, store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
-	oa, err := s.object(key).Attrs(ctx)
+	oa, err := s.keyed(key).Attrs(ctx)
 	if err != nil {
 		return store.Attrs{}, s.classify("head", key, err)
 	}
@@ -343,7 +384,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		chunk = 0 // a large conditional body: one request, without the library's second copy
 	}
 
-	obj := s.object(key)
+	obj := s.keyed(key)
 	if conds != nil {
 		obj = obj.If(*conds)
 	}
@@ -355,6 +396,8 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	w.ContentType = opts.ContentType
 	w.ContentEncoding = opts.ContentEncoding
 	w.ForceEmptyContentType = opts.ContentType == ""
+	w.StorageClass = s.class
+	w.KMSKeyName = s.enc.KMSKeyID
 	if len(opts.Metadata) > 0 {
 		w.Metadata = make(map[string]string, len(opts.Metadata))
 		for k, v := range opts.Metadata {

@@ -25,10 +25,10 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
-	if err := c.RefuseObjectSettings("gs"); err != nil {
-		return nil, err
-	}
-	s, err := New(ctx, Options{Bucket: bucket, Endpoint: c.Endpoint, Timeouts: c.Timeouts})
+	s, err := New(ctx, Options{
+		Bucket: bucket, Endpoint: c.Endpoint, Timeouts: c.Timeouts,
+		Encryption: c.Encryption, StorageClass: c.StorageClass,
+	})
 	if err != nil {
 		return nil, err
 	}
