@@ -63,6 +63,7 @@ It prints the endpoint's URL, and runs until interrupted (SIGINT or
 SIGTERM), which ends it with status 0.` + exitStatus(exitOK, exitError, exitUsage),
 		Example: `  publish serve s3://bucket/daily
   publish serve --listen 127.0.0.1:9100 sales=s3://bucket/sales file:///srv/datasets/app
+  publish serve daily=prod:daily                # a remote of the config file
   aws --endpoint-url http://127.0.0.1:9000 s3 ls s3://daily/current/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -190,6 +190,13 @@ func (g *globalOptions) resolveRemotes(cmd *cobra.Command, args []string) error 
 	}
 	var r remotes
 	for i, arg := range args[:n] {
+		// serve names a bucket NAME=URL, and the URL may be a remote's.
+		var bucket string
+		if cmd.Name() == "serve" {
+			if b, rest, ok := strings.Cut(arg, "="); ok && remoteName(rest) != "" {
+				bucket, arg = b+"=", rest
+			}
+		}
 		if remoteName(arg) == "" {
 			continue
 		}
@@ -203,7 +210,7 @@ func (g *globalOptions) resolveRemotes(cmd *cobra.Command, args []string) error 
 				return err
 			}
 		}
-		args[i] = r.resolve(arg)
+		args[i] = bucket + r.resolve(arg)
 	}
 	return nil
 }

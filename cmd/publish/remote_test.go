@@ -158,3 +158,23 @@ func TestPathStyleFlagOverridesTheURL(t *testing.T) {
 		assert.Equal(t, c.wantCfg, cfg, "%v %s", c.args, c.url)
 	}
 }
+
+// TestServeBucketNamesARemote: serve's NAME=REMOTE:PATH resolves the
+// remote and keeps the bucket name; other commands take NAME=... as it
+// is.
+func TestServeBucketNamesARemote(t *testing.T) {
+	cfg := writeConfig(t, "[prod]\nurl = s3://bucket/datasets\nregion = eu-west-1\n")
+	g := globalOptions{Config: cfg}
+	args := []string{"daily=prod:daily", "prod:weekly", "other=s3://b/x", "nosuch=none:x"}
+	require.NoError(t, g.resolveRemotes(&cobra.Command{Use: "serve"}, args))
+	assert.Equal(t, []string{
+		"daily=s3://bucket/datasets/daily?region=eu-west-1",
+		"s3://bucket/datasets/weekly?region=eu-west-1",
+		"other=s3://b/x",
+		"nosuch=none:x",
+	}, args)
+
+	args = []string{"daily=prod:daily"}
+	require.NoError(t, g.resolveRemotes(&cobra.Command{Use: "ls"}, args))
+	assert.Equal(t, []string{"daily=prod:daily"}, args)
+}
