@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -51,6 +52,12 @@ func TestEncryptionNeverShowsTheKey(t *testing.T) {
 	e := store.Encryption{CustomerKey: key}
 	assert.Equal(t, "customer key", e.String())
 	assert.NotContains(t, e.String(), string(key))
+	for _, format := range []string{"%v", "%+v", "%s"} {
+		cfg := fmt.Sprintf(format, store.Config{Encryption: e})
+		assert.NotContains(t, cfg, string(key), format)
+		assert.NotContains(t, cfg, fmt.Sprint(key), format)
+		assert.Contains(t, cfg, "customer key", format)
+	}
 	assert.Equal(t, "bucket default", store.Encryption{}.String())
 	assert.Equal(t, "sse=aws:kms, kms-key-id=k", store.Encryption{SSE: store.SSEKMS, KMSKeyID: "k"}.String())
 }
