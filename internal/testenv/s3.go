@@ -39,11 +39,12 @@ type S3Server struct {
 	root      string         // versitygw: its POSIX root, a directory per bucket
 	versions  string         // versitygw: its versioning directory, if it has one
 	cmd       *exec.Cmd      // versitygw
+	iam       *iamService    // versitygw: its IAM service, if it has one
 	backend   *s3mem.Backend // gofakes3
 	http      *http.Server   // gofakes3
 }
 
-var s3Shared, gofakes3Shared, versionedS3Shared shared[*S3Server]
+var s3Shared, gofakes3Shared, versionedS3Shared, iamS3Shared shared[*S3Server]
 
 // S3 returns the process-wide versitygw, the reference S3 server,
 // starting it on first use. It fails t if the server cannot be started.
@@ -101,7 +102,7 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 
 // NewVersionedBucket creates a fresh, empty bucket with versioning
 // enabled and returns its name: on gofakes3, and on the versitygw of
-// VersionedS3 (the one of S3 cannot keep versions).
+// VersionedS3 or IAMS3 (the one of S3 cannot keep versions).
 func (s *S3Server) NewVersionedBucket(t testing.TB) string {
 	t.Helper()
 	name := s.NewBucket(t)
@@ -194,13 +195,24 @@ func (s *S3Server) UseCredentials() {
 	})
 }
 
+// versitygwBinary returns the versitygw to run, building it if need be.
+func versitygwBinary() (string, error) {
+	return goTool("COMMITPTR_VERSITYGW", "versitygw", "github.com/versity/versitygw/cmd/versitygw")
+}
+
 // startVersitygw builds versitygw if need be and starts it with a
 // temporary root, and with a versioning directory if versions.
 func startVersitygw(versions bool) (*S3Server, error) {
-	bin, err := goTool("COMMITPTR_VERSITYGW", "versitygw", "github.com/versity/versitygw/cmd/versitygw")
+	bin, err := versitygwBinary()
 	if err != nil {
 		return nil, err
 	}
+	return startGateway(bin, versions, nil)
+}
+
+// startGateway starts the versitygw bin with a temporary root, a
+// versioning directory if versions, and the IAM service iam if not nil.
+func startGateway(bin string, versions bool, iam *iamService) (*S3Server, error) {
 	root, err := os.MkdirTemp("", "commitptr-s3-")
 	if err != nil {
 		return nil, err
@@ -211,7 +223,12 @@ func startVersitygw(versions bool) (*S3Server, error) {
 	}
 	s := newS3Server("versitygw", addr)
 	s.root = root
-	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "--keep-alive", "posix"}
+	s.iam = iam
+	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "--keep-alive"}
+	if iam != nil {
+		args = append(args, "--iam-standalone-endpoint", iam.socket)
+	}
+	args = append(args, "posix")
 	if versions {
 		s.versions = root + ".versions"
 		if err := os.Mkdir(s.versions, 0o700); err != nil {
@@ -242,11 +259,17 @@ func newS3Server(name, addr string) *S3Server {
 	return &S3Server{
 		Name:      name,
 		Endpoint:  "http://" + addr,
-		AccessKey: "commitptr-test",
-		SecretKey: "commitptr-test-secret",
+		AccessKey: rootAccessKey,
+		SecretKey: rootSecretKey,
 		Region:    "us-east-1",
 	}
 }
+
+// The credentials of every S3 server's root user.
+const (
+	rootAccessKey = "commitptr-test"
+	rootSecretKey = "commitptr-test-secret"
+)
 
 // startGofakes3 starts gofakes3 with its in-memory backend on a loopback
 // listener of this process. Its clock is the host's, its buckets are
@@ -272,6 +295,9 @@ func (s *S3Server) Stop() {
 		s.http.Close()
 	}
 	kill(s.cmd)
+	if s.iam != nil {
+		s.iam.stop()
+	}
 	if s.root != "" {
 		os.RemoveAll(s.root)
 	}

@@ -3,8 +3,9 @@
 // to one, each on a free loopback port of its own:
 //
 //   - versitygw with its POSIX backend, the reference S3 server (S3,
-//     VersionedS3), and gofakes3 with its in-memory backend, a second
-//     implementation that deviates in places (Gofakes3);
+//     VersionedS3; IAMS3 with versitygw's IAM service, which authorizes
+//     its users by IAM policies), and gofakes3 with its in-memory backend,
+//     a second implementation that deviates in places (Gofakes3);
 //   - fake-gcs-server, the Cloud Storage emulator (GCS);
 //   - Azurite, the Azure Storage emulator (Azurite).
 //
