@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/commitptr/commitptr/internal/procattr"
 )
@@ -195,4 +197,78 @@ func (s *S3Server) iamCall(action string, params url.Values, out any) error {
 		}
 	}
 	return nil
+}
+
+// accessLog is the file where the gateway logs every request.
+func (s *iamService) accessLog() string { return filepath.Join(s.dir, "access.log") }
+
+// Request is one request that the gateway of IAMS3 answered.
+type Request struct {
+	Op     string // the S3 operation, as versitygw names it: "s3_GetObject"
+	Bucket string
+	Key    string // the object's key; "" for a request on the bucket, and for DeleteObjects
+	Prefix string // the prefix of a listing
+	Status int
+	Code   string // the error code, such as "AccessDenied"; "" on success
+}
+
+// Requests returns the requests made with the access key accessKey, in
+// the order the gateway answered them, every request answered before the
+// call included.
+func (s *S3Server) Requests(t testing.TB, accessKey string) []Request {
+	t.Helper()
+	if s.iam == nil {
+		t.Fatalf("testenv: %s logs no requests; use IAMS3", s.Name)
+	}
+	// The gateway logs a request once it has answered it, so a request
+	// answered before this call may not be logged yet: wait for one of
+	// root's sent now, which is logged after them.
+	before := len(s.loggedRequests(t, rootAccessKey))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Client().ListBuckets(ctx, &awss3.ListBucketsInput{}); err != nil {
+		t.Fatalf("testenv: list buckets: %v", err)
+	}
+	for len(s.loggedRequests(t, rootAccessKey)) == before {
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: the gateway did not log a request in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s.loggedRequests(t, accessKey)
+}
+
+// loggedRequests parses the access log: fields separated by spaces, the
+// time in brackets holding one (see versitygw's s3log.FileLogger).
+func (s *S3Server) loggedRequests(t testing.TB, accessKey string) []Request {
+	t.Helper()
+	b, err := os.ReadFile(s.iam.accessLog())
+	if err != nil {
+		t.Fatalf("testenv: read the gateway's access log: %v", err)
+	}
+	var got []Request
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, " ")
+		if len(f) < 12 || f[5] != accessKey {
+			continue
+		}
+		status, err := strconv.Atoi(f[10])
+		if err != nil {
+			t.Fatalf("testenv: access log: bad status in %q", line)
+		}
+		r := Request{Op: f[7], Bucket: dash(f[1]), Key: dash(f[8]), Status: status, Code: dash(f[11])}
+		if u, err := url.ParseRequestURI(f[9]); err == nil {
+			r.Prefix = u.Query().Get("prefix")
+		}
+		got = append(got, r)
+	}
+	return got
+}
+
+// dash returns s, or "" for the "-" that stands for an empty field.
+func dash(s string) string {
+	if s == "-" {
+		return ""
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,7 +20,8 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // TestIAMUserHasOnlyWhatItsPolicyAllows: a user of IAMS3 may send the
 // requests its policy allows, on the resources it names, and ListBucket
 // only under the prefixes its s3:prefix condition allows; a new policy
-// applies at once. Root may do anything.
+// applies at once. Root may do anything. Requests lists what the user
+// sent, and how it was answered.
 func TestIAMUserHasOnlyWhatItsPolicyAllows(t *testing.T) {
 	srv := IAMS3(t)
 	bucket := srv.NewBucket(t)
@@ -79,4 +81,17 @@ func TestIAMUserHasOnlyWhatItsPolicyAllows(t *testing.T) {
 
 	_, err = root.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: &bucket})
 	allowed("root: list", err)
+
+	want := []Request{
+		{Op: "s3_GetObject", Bucket: bucket, Key: "a/x", Status: 200},
+		{Op: "s3_GetObject", Bucket: bucket, Key: "b/x", Status: 403, Code: "AccessDenied"},
+		{Op: "s3_ListObjectsV2", Bucket: bucket, Prefix: "a/", Status: 403, Code: "AccessDenied"},
+		{Op: "s3_PutObject", Bucket: bucket, Key: "a/y", Status: 403, Code: "AccessDenied"},
+		{Op: "s3_ListObjectsV2", Bucket: bucket, Prefix: "a/", Status: 200},
+		{Op: "s3_ListObjectsV2", Bucket: bucket, Prefix: "b/", Status: 403, Code: "AccessDenied"},
+		{Op: "s3_ListObjectsV2", Bucket: bucket, Status: 403, Code: "AccessDenied"},
+	}
+	if got := srv.Requests(t, u.AccessKey); !slices.Equal(got, want) {
+		t.Errorf("the requests of %s:\n got %v\nwant %v", u.Name, got, want)
+	}
 }

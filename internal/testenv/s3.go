@@ -226,7 +226,7 @@ func startGateway(bin string, versions bool, iam *iamService) (*S3Server, error)
 	s.iam = iam
 	args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "--keep-alive"}
 	if iam != nil {
-		args = append(args, "--iam-standalone-endpoint", iam.socket)
+		args = append(args, "--iam-standalone-endpoint", iam.socket, "--access-log", iam.accessLog())
 	}
 	args = append(args, "posix")
 	if versions {
