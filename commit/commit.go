@@ -52,8 +52,8 @@ const maxCASRetries = 8
 // told). A commit with rebase may instead be carried by another writer's
 // (group commit, see Rebase): it then returns that commit's pointer value,
 // whose Generation is not this Tx's, and CarriedBy names it. If another
-// writer won, the
-// staged objects are deleted and the error is a *ConflictError. If the
+// writer won, the staged objects are deleted (Leftover says what could not
+// be) and the error is a *ConflictError. If the
 // outcome cannot be proven, the error matches ErrCommitUnknown and nothing
 // is deleted. A commit that references a generation below the collector's
 // floor under HoldPin, whose pin cannot be proven live after the write
@@ -598,9 +598,13 @@ func (tx *Tx) guard(ctx context.Context, cur *pointer.Pointer, fence uint64, lea
 }
 
 // abort discards the staged objects of a Tx that provably did not commit
-// and returns err.
+// and returns err. What it could not delete, Leftover says.
 func (tx *Tx) abort(ctx context.Context, err error) error {
-	tx.discardQuietly(ctx)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	if derr := tx.discard(dctx); derr != nil {
+		tx.d.log.Info("discard failed; the orphan sweep will remove the objects", "generation", tx.gen, "error", derr)
+	}
 	return err
 }
 

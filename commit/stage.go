@@ -80,6 +80,8 @@ type Tx struct {
 	// stageOnly is set on a Tx of Dataset.Stage, which has no base and
 	// must never commit.
 	stageOnly bool
+	// left is what the last attempt to delete the staged objects left.
+	left *Leftover
 }
 
 // Begin reads the current pointer and starts staging a new generation on
@@ -607,7 +609,8 @@ func (tx *Tx) Reused() int {
 
 // Discard deletes the objects this Tx staged. It never touches objects of
 // other generations, including those reused by reference. It is a best
-// effort; the collector's orphan sweep is the backstop.
+// effort; the collector's orphan sweep is the backstop, and Leftover says
+// what it left.
 //
 // Once Commit has been called, Discard does nothing: the generation may be
 // live, and Commit itself deletes it when, and only when, it proves the
@@ -632,12 +635,36 @@ func (tx *Tx) discard(ctx context.Context) error {
 		return nil
 	}
 	if err := tx.d.s.DeleteMany(ctx, keys); err != nil {
-		return fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
+		err = fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
+		tx.mu.Lock()
+		tx.left = &Leftover{Generation: tx.gen, Keys: keys, Err: err}
+		tx.mu.Unlock()
+		return err
 	}
 	tx.mu.Lock()
 	tx.grp.written = nil // deleted with the rest (staged holds them too)
+	tx.left = nil
 	tx.mu.Unlock()
 	return nil
+}
+
+// Leftover is what a Tx that did not commit staged and could not delete.
+// Nothing references those objects: the collector's orphan sweep deletes
+// them once they are older than its orphan age, and group-commit intents
+// (under IntentDir) at its next run.
+type Leftover struct {
+	Generation string
+	Keys       []string // the keys it tried to delete; Err names those it could not
+	Err        error
+}
+
+// Leftover returns what the last attempt to delete the staged objects, by
+// Discard or by a Commit that did not commit, could not delete; nil if it
+// deleted them, or none was made.
+func (tx *Tx) Leftover() *Leftover {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.left
 }
 
 type countingReader struct {

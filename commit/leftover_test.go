@@ -1,0 +1,76 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// noDeletes is a store whose deletes are denied, as for credentials
+// without s3:DeleteObject.
+type noDeletes struct{ store.Store }
+
+func (s noDeletes) DeleteMany(_ context.Context, keys []string) error {
+	return store.Wrap("delete-many", keys[0], store.ErrAccess, nil)
+}
+
+// TestLeftoverSaysWhatCouldNotBeDeleted: a Tx whose staged objects could
+// not be deleted, by Discard or by a Commit that lost, says which and why;
+// one whose objects were deleted says nothing.
+func TestLeftoverSaysWhatCouldNotBeDeleted(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(noDeletes{s})
+	_, err := publish(t, d, map[string]string{"a": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "b", []byte("2")))
+	assert.Nil(t, tx.Leftover(), "nothing was deleted yet")
+	require.Error(t, tx.Discard(ctx))
+	left := tx.Leftover()
+	require.NotNil(t, left)
+	assert.Equal(t, tx.Generation(), left.Generation)
+	assert.Equal(t, []string{generation.Prefix(tx.Generation()) + "b"}, left.Keys)
+	assert.ErrorIs(t, left.Err, store.ErrAccess)
+
+	loser, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, loser.PutBytes(ctx, "c", []byte("3")))
+	_, err = publish(t, d, map[string]string{"a": "4"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	_, err = loser.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrConflict)
+	left = loser.Leftover()
+	require.NotNil(t, left, "the loser could not delete what it staged")
+	assert.Equal(t, loser.Generation(), left.Generation)
+	assert.ElementsMatch(t, keysUnder(t, s, generation.Prefix(loser.Generation())), left.Keys)
+	assert.ErrorIs(t, left.Err, store.ErrAccess)
+
+	d = commit.New(s)
+	for i := range 2 {
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "d", []byte("5")))
+		if i == 0 {
+			require.NoError(t, tx.Discard(ctx))
+		} else {
+			_, err = publish(t, d, map[string]string{"a": fmt.Sprint(6 + i)}, commit.CommitOptions{})
+			require.NoError(t, err)
+			_, err = tx.Commit(ctx, commit.CommitOptions{})
+			require.True(t, errors.Is(err, commit.ErrConflict), "%v", err)
+		}
+		assert.Nil(t, tx.Leftover())
+		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+	}
+}
