@@ -26,13 +26,21 @@ const ProbePrefix = "_probe/"
 // nothing. Drivers send every conditional write as one request (see
 // MaxConditionalSize), so the small single writes of the probe cover every
 // conditional path commitptr uses.
-func Probe(ctx context.Context, s Store) error {
+//
+// A store that passes, but where the scratch object could not be removed,
+// gets a *ProbeLeftover, which names it: nothing else removes it.
+func Probe(ctx context.Context, s Store) (err error) {
 	key := ProbePrefix + uuid.NewString()
 	first, err := s.Put(ctx, key, strings.NewReader("probe 1"), PutOptions{IfNoneMatch: true})
 	if err != nil {
 		return fmt.Errorf("store: probe: %w", err)
 	}
-	defer s.Delete(context.WithoutCancel(ctx), key, DeleteOptions{}) //nolint:errcheck // best effort
+	defer func() {
+		derr := s.Delete(context.WithoutCancel(ctx), key, DeleteOptions{})
+		if err == nil && derr != nil {
+			err = &ProbeLeftover{Key: key, Err: derr}
+		}
+	}()
 
 	_, err = s.Put(ctx, key, strings.NewReader("probe 2"), PutOptions{IfNoneMatch: true})
 	switch {
@@ -58,3 +66,16 @@ func Probe(ctx context.Context, s Store) error {
 	}
 	return nil
 }
+
+// ProbeLeftover is what Probe returns for a store that enforces
+// conditional writes, when it could not remove its scratch object.
+type ProbeLeftover struct {
+	Key string // the scratch object, relative to the store
+	Err error  // why it could not be removed
+}
+
+func (e *ProbeLeftover) Error() string {
+	return fmt.Sprintf("store: probe: conditional writes are enforced, but the scratch object %q is left: %v", e.Key, e.Err)
+}
+
+func (e *ProbeLeftover) Unwrap() error { return e.Err }

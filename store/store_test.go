@@ -94,6 +94,34 @@ func TestProbe(t *testing.T) {
 	}
 }
 
+// undeletable refuses every delete, as a store does to credentials that
+// may not delete.
+type undeletable struct{ store.Store }
+
+func (s undeletable) Delete(_ context.Context, key string, _ store.DeleteOptions) error {
+	return store.Wrap("delete", key, store.ErrAccess, nil)
+}
+
+// TestProbeNamesTheScratchObjectItLeft: a store that enforces conditional
+// writes but where the probe's scratch object cannot be removed gets a
+// *store.ProbeLeftover naming the object, which is still there; one that
+// does not enforce them gets that error, whatever the removal did.
+func TestProbeNamesTheScratchObjectItLeft(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	err := store.Probe(ctx, undeletable{s})
+	var left *store.ProbeLeftover
+	require.ErrorAs(t, err, &left)
+	assert.ErrorIs(t, err, store.ErrAccess)
+	assert.True(t, strings.HasPrefix(left.Key, store.ProbePrefix), left.Key)
+	_, err = s.Head(ctx, left.Key)
+	assert.NoError(t, err, "the scratch object is left")
+
+	err = store.Probe(ctx, undeletable{ignoring{mem.New()}})
+	require.ErrorIs(t, err, store.ErrNotEnforced)
+	assert.NotErrorAs(t, err, &left)
+}
+
 func TestOpenErrors(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct{ url, want string }{

@@ -88,7 +88,7 @@ func runBench(ctx context.Context, opts benchOptions, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if err := probeStore(ctx, s); err != nil {
+	if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
 		return probeError(opts.URL, err)
 	}
 	var results, contention []bench.Result

@@ -132,14 +132,14 @@ func acquireLease(ctx context.Context, s store.Store, name string, ttl, wait tim
 // probeNewLease checks, before the first acquisition of a lease name, that
 // the store enforces conditional writes (one GET; the probe's five requests
 // only for a new name).
-func probeNewLease(ctx context.Context, s store.Store, rawURL, name string) error {
+func probeNewLease(ctx context.Context, s store.Store, rawURL, name string, stderr io.Writer) error {
 	if err := lease.CheckName(name); err != nil {
 		return &usageError{err}
 	}
 	_, err := lease.Status(ctx, s, name)
 	switch {
 	case errors.Is(err, store.ErrNotExist):
-		if err := probeStore(ctx, s); err != nil {
+		if err := probeStore(ctx, s, rawURL, stderr); err != nil {
 			return probeError(rawURL, err)
 		}
 	case err != nil && !errors.Is(err, lease.ErrCorrupt):
@@ -165,7 +165,7 @@ type leaseResult struct {
 	Until time.Time `json:"until"`
 }
 
-func runLeaseAcquire(ctx context.Context, opts leaseOptions, stdout, _ io.Writer) error {
+func runLeaseAcquire(ctx context.Context, opts leaseOptions, stdout, stderr io.Writer) error {
 	if opts.TTL <= 0 {
 		return usagef("--ttl must be positive")
 	}
@@ -173,7 +173,7 @@ func runLeaseAcquire(ctx context.Context, opts leaseOptions, stdout, _ io.Writer
 	if err != nil {
 		return err
 	}
-	if err := probeNewLease(ctx, s, opts.URL, opts.Name); err != nil {
+	if err := probeNewLease(ctx, s, opts.URL, opts.Name, stderr); err != nil {
 		return err
 	}
 	l, err := acquireLease(ctx, s, opts.Name, opts.TTL, opts.Wait, opts.Owner)

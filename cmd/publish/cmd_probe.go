@@ -49,12 +49,12 @@ check before the first commit of a dataset and refuses to write if it fails.` + 
 	return cmd
 }
 
-func runProbe(ctx context.Context, opts probeOptions, stdout, _ io.Writer) error {
+func runProbe(ctx context.Context, opts probeOptions, stdout, stderr io.Writer) error {
 	s, err := opts.openStore(ctx, opts.URL)
 	if err != nil {
 		return err
 	}
-	if err := probeStore(ctx, s); err != nil {
+	if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
 		return probeError(opts.URL, err)
 	}
 	versioning, verr := "unknown", error(nil)

@@ -195,7 +195,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	fence, fenceLease := opts.Fence, opts.FenceLease
 	var held *lease.Lease
 	if opts.Lease != "" {
-		if err := probeNewLease(ctx, s, opts.URL, opts.Lease); err != nil {
+		if err := probeNewLease(ctx, s, opts.URL, opts.Lease, stderr); err != nil {
 			return err
 		}
 		held, err = acquireLease(ctx, s, opts.Lease, opts.LeaseTTL, opts.Wait, "")
@@ -225,7 +225,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if tx.Base() == nil || opts.Probe {
 		// No pointer yet: the first write to this dataset. Prove the
 		// store enforces the conditions everything else relies on.
-		if err := probeStore(ctx, s); err != nil {
+		if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			return probeError(opts.URL, err)
 		}

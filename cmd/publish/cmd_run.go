@@ -161,7 +161,7 @@ func runRun(ctx context.Context, opts runOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := probeNewLease(ctx, s, opts.URL, opts.Lease); err != nil {
+	if err := probeNewLease(ctx, s, opts.URL, opts.Lease, stderr); err != nil {
 		return err
 	}
 	l, err := acquireLease(ctx, s, opts.Lease, opts.TTL, opts.Wait, opts.Owner)

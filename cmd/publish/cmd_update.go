@@ -183,7 +183,7 @@ func runUpdate(ctx context.Context, opts updateOptions, stdout, stderr io.Writer
 		if !exists && !probed {
 			// The first write of this object: prove the store enforces
 			// the conditions that make the update safe.
-			if err := probeStore(ctx, s); err != nil {
+			if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
 				return nil, probeError(opts.URL, err)
 			}
 			probed = true
