@@ -265,10 +265,10 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
 
 	if err := stage(ctx, opts, tx, files, stderr); err != nil {
-		return discardStaged(ctx, tx, err, stderr)
+		return discardStaged(ctx, opts.URL, tx, err, stderr)
 	}
 	if held != nil && !held.Held() {
-		return discardStaged(ctx, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
+		return discardStaged(ctx, opts.URL, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
 	if !opts.AllowUnchanged {
 		var same bool
@@ -278,7 +278,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			same, err = unchanged(ctx, tx, files, base)
 		}
 		if err != nil {
-			return discardStaged(ctx, tx, err, stderr)
+			return discardStaged(ctx, opts.URL, tx, err, stderr)
 		}
 		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
@@ -294,10 +294,10 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			}
 			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, gen, redact(opts.URL))
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && tx.Leftover() == nil {
 			fmt.Fprintf(stderr, "publish: interrupted while committing; staged generation %s was discarded\n", tx.Generation())
 		}
-		return describe(opts.URL, err)
+		return withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
 		Into: opts.Into, Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
@@ -405,19 +405,50 @@ func changedSource(err error, ignoring bool) error {
 }
 
 // discardStaged deletes a generation that will not be committed, on a
-// fresh context so that it also runs after Ctrl-C, and says what happened.
-func discardStaged(ctx context.Context, tx *commit.Tx, cause error, stderr io.Writer) error {
+// fresh context so that it also runs after Ctrl-C, and says what happened:
+// the error cause, and what is left if the delete failed.
+func discardStaged(ctx context.Context, url string, tx *commit.Tx, cause error, stderr io.Writer) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := tx.Discard(dctx)
-	interrupted := ctx.Err() != nil
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "publish: could not delete staged generation %s (%v); it is left for the collector's orphan sweep\n", tx.Generation(), err)
-	case interrupted:
+	if tx.Discard(dctx) == nil && ctx.Err() != nil {
 		fmt.Fprintf(stderr, "publish: interrupted; staged generation %s was discarded\n", tx.Generation())
 	}
-	return cause
+	return withLeftover(cause, url, tx)
+}
+
+// withLeftover adds to err, why tx did not commit, what tx left in the
+// dataset at url when it could not delete what it staged, and how that
+// goes.
+func withLeftover(err error, url string, tx *commit.Tx) error {
+	left := tx.Leftover()
+	if left == nil {
+		return err
+	}
+	var dirs []string
+	count := map[string]int{}
+	for _, k := range left.Keys {
+		// The directory of its generation (_gen/<id>/) or of its intents.
+		dir := k
+		if i := strings.Index(k, "/"); i >= 0 {
+			if j := strings.Index(k[i+1:], "/"); j >= 0 {
+				dir = k[:i+1+j+1]
+			}
+		}
+		if count[dir] == 0 {
+			dirs = append(dirs, dir)
+		}
+		count[dir]++
+	}
+	where := make([]string, len(dirs))
+	for i, dir := range dirs {
+		where[i] = fmt.Sprintf("%s under %s", plural(count[dir], "object"), dir)
+	}
+	them := "them"
+	if len(left.Keys) == 1 {
+		them = "it"
+	}
+	return fmt.Errorf("%w\nleft %s of %s: deleting what it staged failed: %w\nnothing references %s: 'publish gc' deletes %s once older than its --orphan-age (24h by default), or delete %s yourself",
+		err, strings.Join(where, ", "), redact(url), left.Err, them, them, them)
 }
 
 // fenceFromEnv fills --fence and --fence-lease from what 'publish run'

@@ -119,7 +119,7 @@ func runRm(ctx context.Context, opts rmOptions, stdout, stderr io.Writer) error 
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "publish: interrupted while committing")
 		}
-		return describe(opts.URL, err)
+		return withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
 	res := rmResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Into: opts.Into, Removed: len(removed), Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
 	if opts.JSON {

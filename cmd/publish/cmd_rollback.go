@@ -145,7 +145,7 @@ func runRollback(ctx context.Context, opts rollbackOptions, stdout io.Writer) er
 		if errors.Is(err, commit.ErrCommitUnknown) {
 			return fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
 		}
-		return describe(opts.URL, err)
+		return withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(target.Files()), Bytes: target.Manifest.TotalSize(), Fence: p.Fence}
 	res.Reused = res.Files

@@ -264,7 +264,7 @@ func repairFrom(ctx context.Context, d *commit.Dataset, opts verifyOptions, snap
 		if errors.Is(err, commit.ErrCommitUnknown) {
 			return nil, fmt.Errorf("%w\ngeneration %s was kept; run 'publish show %s' to see whether it is current", err, tx.Generation(), redact(opts.URL))
 		}
-		return nil, describe(opts.URL, err)
+		return nil, withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
 	res := &putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(snap.Files()), Bytes: snap.Manifest.TotalSize(), Fence: p.Fence}
 	res.Reused = res.Files - len(fixes)
