@@ -189,20 +189,28 @@ var policyBlock = regexp.MustCompile("(?s)<!-- policy: ([a-z ]+) -->\n```json\n(
 
 // TestRolePoliciesDocumented: OPERATIONS.md shows, for a dataset at
 // s3://BUCKET/daily, exactly the policy of each role that the roles' test
-// gives its users, in the roles' order, and each is valid JSON.
+// gives its users, in the roles' order, and each is valid JSON; the text
+// before it names the role's commands.
 func TestRolePoliciesDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "OPERATIONS.md"))
 	require.NoError(t, err)
 	var names []string
-	for _, m := range policyBlock.FindAllStringSubmatch(string(doc), -1) {
-		names = append(names, m[1])
-		i := slices.IndexFunc(iamRoles, func(r iamRole) bool { return r.name == m[1] })
-		if !assert.GreaterOrEqual(t, i, 0, "OPERATIONS.md has a policy for %q, which is no role", m[1]) {
+	from := 0
+	for _, m := range policyBlock.FindAllStringSubmatchIndex(string(doc), -1) {
+		name, block := string(doc[m[2]:m[3]]), string(doc[m[4]:m[5]])
+		before := string(doc[from:m[0]])
+		from = m[1]
+		names = append(names, name)
+		i := slices.IndexFunc(iamRoles, func(r iamRole) bool { return r.name == name })
+		if !assert.GreaterOrEqual(t, i, 0, "OPERATIONS.md has a policy for %q, which is no role", name) {
 			continue
 		}
+		for _, c := range iamRoles[i].commands {
+			assert.Contains(t, before, "`"+c+"`", "OPERATIONS.md: the text before the policy of the %s names its command", name)
+		}
 		want := iamRoles[i].policy("BUCKET", "daily")
-		require.True(t, json.Valid([]byte(want)), "the policy of %s is not JSON:\n%s", m[1], want)
-		assert.Equal(t, want, m[2], "OPERATIONS.md: the policy of the %s, after <!-- policy: %s -->, is out of date; it is:\n%s", m[1], m[1], want)
+		require.True(t, json.Valid([]byte(want)), "the policy of %s is not JSON:\n%s", name, want)
+		assert.Equal(t, want, block, "OPERATIONS.md: the policy of the %s, after <!-- policy: %s -->, is out of date; it is:\n%s", name, name, want)
 	}
 	var roles []string
 	for _, r := range iamRoles {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,12 +44,10 @@ func TestRolePoliciesAllowTheirCommandsOnly(t *testing.T) {
 	url := "s3://" + bucket + "/" + prefix
 	flags := []string{"--endpoint", srv.Endpoint, "--path-style"}
 	root := target{name: "root", flags: flags, env: srv.Env(), secret: srv.SecretKey}
-	as := map[string]target{}
-	users := map[string]*testenv.User{}
+	as := map[string]*roleUser{}
 	for _, r := range iamRoles {
 		u := srv.NewUser(t, strings.ReplaceAll(r.name, " ", "-"), []byte(r.policy(bucket, prefix)))
-		users[r.name] = u
-		as[r.name] = target{name: r.name, flags: flags, env: u.Env(), secret: u.SecretKey}
+		as[r.name] = &roleUser{target: target{name: r.name, flags: flags, env: u.Env(), secret: u.SecretKey}, user: u}
 	}
 	writer, reader, collector, leaseUser, auditor := as["writer"], as["reader"], as["collector"], as["lease user"], as["auditor"]
 	s, err := store.Open(ctx, url, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
@@ -127,7 +126,10 @@ func TestRolePoliciesAllowTheirCommandsOnly(t *testing.T) {
 	assert.Contains(t, writer.ok(t, "rollback", url, "--to", "3"), "the files of seq 3", "through the pin")
 
 	for _, role := range iamRoles {
-		requests := srv.Requests(t, users[role.name].AccessKey)
+		for _, c := range role.commands {
+			assert.True(t, as[role.name].ran(c), "the %s did not run %q", role.name, c)
+		}
+		requests := srv.Requests(t, as[role.name].user.AccessKey)
 		for _, q := range requests {
 			assert.NotEqual(t, 403, q.Status, "the %s was denied %+v", role.name, q)
 		}
@@ -138,7 +140,7 @@ func TestRolePoliciesAllowTheirCommandsOnly(t *testing.T) {
 
 	root.ok(t, "put", writeTree(t, map[string]string{"c": "c"}), "s3://"+bucket+"/other")
 	for _, c := range []struct {
-		as   target
+		as   *roleUser
 		args []string
 	}{
 		{reader, []string{"put", writeTree(t, map[string]string{"a": "5"}), url}},
@@ -154,6 +156,37 @@ func TestRolePoliciesAllowTheirCommandsOnly(t *testing.T) {
 			"the %s: publish %s: the message names the request refused", c.as.name, strings.Join(c.args, " "))
 		t.Logf("the %s: publish %s: %s", c.as.name, strings.Join(c.args, " "), r.stderr)
 	}
+}
+
+// roleUser runs the binary as the user of a role, and records what it ran.
+type roleUser struct {
+	target
+	user *testenv.User
+	args [][]string
+}
+
+func (u *roleUser) run(t *testing.T, args ...string) result {
+	t.Helper()
+	u.args = append(u.args, args)
+	return u.target.run(t, args...)
+}
+
+func (u *roleUser) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	u.args = append(u.args, args)
+	return u.target.ok(t, args...)
+}
+
+// ran reports whether the user ran command, such as "put --into": a
+// command line that begins with its first word and has the others.
+func (u *roleUser) ran(command string) bool {
+	words := strings.Fields(command)
+	for _, args := range u.args {
+		if args[0] == words[0] && !slices.ContainsFunc(words[1:], func(w string) bool { return !slices.Contains(args, w) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // unused returns the grants of r, as untested names them, that none of
