@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/store"
+	_ "github.com/commitptr/commitptr/store/fs" // registers file://
 )
 
 // TestEncryptionCheck: the settings a service can take pass, and each
@@ -146,4 +147,23 @@ func TestStoresWithoutObjectSettingsRefuseThem(t *testing.T) {
 		assert.Contains(t, err.Error(), "mem:// stores take no server-side encryption, customer key or storage class")
 	}
 	assert.NoError(t, store.Config{}.RefuseObjectSettings("file"))
+}
+
+// TestStoresWithoutObjectSettingsRefuseThemInTheURL: a file:// or mem://
+// URL whose query asks for encryption or a storage class, as a remote's
+// sse or storage-class key puts it there, is refused too, never opened
+// with the setting dropped.
+func TestStoresWithoutObjectSettingsRefuseThemInTheURL(t *testing.T) {
+	dir := t.TempDir()
+	for _, raw := range []string{
+		"mem://refuse-url?sse=AES256",
+		"mem://refuse-url/p?storage_class=STANDARD_IA",
+		"mem://refuse-url?sse=aws:kms&sse_kms_key_id=alias/k",
+		"file://" + dir + "?sse=AES256",
+		"file://" + dir + "?storage_class=GLACIER_IR",
+	} {
+		_, err := store.Open(t.Context(), raw, store.Config{})
+		require.Error(t, err, raw)
+		assert.Contains(t, err.Error(), "stores take no server-side encryption, customer key or storage class", raw)
+	}
 }

@@ -244,3 +244,17 @@ func (c Config) RefuseObjectSettings(scheme string) error {
 	}
 	return nil
 }
+
+// RefuseObjectSettingsInURL is RefuseObjectSettings for the query of u,
+// for the same drivers, which read no query parameter: one that asks for
+// encryption or a storage class (a remote's sse or storage-class key
+// becomes one) is refused rather than dropped.
+func RefuseObjectSettingsInURL(u *url.URL) error {
+	q, _ := url.ParseQuery(u.RawQuery) // what parses; the rest names nothing
+	for _, k := range []string{"sse", "sse_kms_key_id", "storage_class"} {
+		if q.Has(k) {
+			return fmt.Errorf("store: URL %q: %s:// stores take no server-side encryption, customer key or storage class (parameter %q)", u.Redacted(), u.Scheme, k)
+		}
+	}
+	return nil
+}

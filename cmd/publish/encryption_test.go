@@ -112,3 +112,24 @@ func TestEncryptionSettingsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ents, "a refused command wrote into %s", dir)
 }
+
+// TestRemoteEncryptionOnAStoreWithoutIt: a remote whose url is a
+// file:// or mem:// store and that sets sse or storage-class is refused
+// when it is used, before anything is written; the setting is never
+// dropped.
+func TestRemoteEncryptionOnAStoreWithoutIt(t *testing.T) {
+	dir := t.TempDir()
+	src := writeTree(t, map[string]string{"f": "x"})
+	for _, c := range []struct{ remote, want string }{
+		{"[local]\nurl = file://" + dir + "\nsse = AES256\n", "file:// stores take no server-side encryption"},
+		{"[local]\nurl = file://" + dir + "\nstorage-class = STANDARD_IA\n", "file:// stores take no server-side encryption"},
+		{"[local]\nurl = " + memURL() + "\nsse = aws:kms\nsse-kms-key-id = alias/k\n", "mem:// stores take no server-side encryption"},
+	} {
+		code, _, errs := cli(t, "", "put", "--config", writeConfig(t, c.remote), src, "local:x")
+		assert.Equal(t, exitUsage, code, "%s: %s", c.remote, errs)
+		assert.Contains(t, errs, c.want, c.remote)
+	}
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "a refused put wrote into %s", dir)
+}

@@ -34,6 +34,9 @@ func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, erro
 	if err := cfg.RefuseObjectSettings("file"); err != nil {
 		return nil, err
 	}
+	if err := store.RefuseObjectSettingsInURL(u); err != nil {
+		return nil, err
+	}
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, fmt.Errorf("fs: URL %q names host %q; want file:///absolute/path", u.String(), u.Host)
 	}

@@ -40,6 +40,9 @@ func openURL(_ context.Context, u *url.URL, cfg store.Config) (store.Store, erro
 	if err := cfg.RefuseObjectSettings("mem"); err != nil {
 		return nil, err
 	}
+	if err := store.RefuseObjectSettingsInURL(u); err != nil {
+		return nil, err
+	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("mem: URL %q has no store name (want mem://name/prefix)", u.String())
 	}
