@@ -133,3 +133,23 @@ func TestRemoteEncryptionOnAStoreWithoutIt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ents, "a refused put wrote into %s", dir)
 }
+
+// TestCustomerKeyGivenAsItselfIsNeverEchoed: --sse-c-key (or
+// PUBLISH_SSE_C_KEY) given the key itself, as the AWS CLI's
+// --sse-customer-key takes it, instead of a file or env:NAME, is refused
+// without the key in the message.
+func TestCustomerKeyGivenAsItselfIsNeverEchoed(t *testing.T) {
+	raw := strings.Repeat("Q", store.CustomerKeySize)
+	for _, key := range []string{base64.StdEncoding.EncodeToString([]byte(raw)), raw} {
+		code, out, errs := cli(t, "", "ls", "--sse-c-key", key, "spy://echo")
+		assert.Equal(t, exitUsage, code, errs)
+		assert.NotContains(t, out+errs, key)
+		assert.Contains(t, errs, "--sse-c-key")
+
+		t.Setenv("PUBLISH_SSE_C_KEY", key)
+		code, out, errs = cli(t, "", "-vv", "ls", "spy://echo")
+		assert.Equal(t, exitUsage, code, errs)
+		assert.NotContains(t, out+errs, key)
+		t.Setenv("PUBLISH_SSE_C_KEY", "")
+	}
+}

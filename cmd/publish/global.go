@@ -207,6 +207,11 @@ func (g *globalOptions) customerKey() ([]byte, error) {
 	} else {
 		var err error
 		if b, err = os.ReadFile(g.SSECKey); err != nil {
+			if _, isKey := store.ParseCustomerKey([]byte(g.SSECKey)); isKey == nil {
+				// The key itself, as the AWS CLI takes it: the error
+				// would name it.
+				return nil, usagef("--sse-c-key takes a file that holds the key, or env:NAME, not the key itself")
+			}
 			return nil, usagef("--sse-c-key: %v", err)
 		}
 	}
