@@ -74,3 +74,34 @@ func TestLeftoverSaysWhatCouldNotBeDeleted(t *testing.T) {
 		assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
 	}
 }
+
+// oneUndeletable is a store whose DeleteMany deletes every key but the
+// first, as a batch does whose one key is under an object lock, and says
+// which it could not delete.
+type oneUndeletable struct{ store.Store }
+
+func (s oneUndeletable) DeleteMany(ctx context.Context, keys []string) error {
+	if err := s.Store.DeleteMany(ctx, keys[1:]); err != nil {
+		return err
+	}
+	return store.Wrap("delete-many", keys[0], store.ErrAccess, fmt.Errorf("1 keys not deleted (%s)", store.KeyList(keys[:1])))
+}
+
+// TestLeftoverIsWhatIsLeft: a discard that deleted all but one of the
+// staged objects says that one is left, not all it tried to delete.
+func TestLeftoverIsWhatIsLeft(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(oneUndeletable{s})
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	for _, p := range []string{"a", "b", "c"} {
+		require.NoError(t, tx.PutBytes(ctx, p, []byte(p)))
+	}
+	require.Error(t, tx.Discard(ctx))
+	left := tx.Leftover()
+	require.NotNil(t, left)
+	remaining := keysUnder(t, s, generation.Prefix(tx.Generation()))
+	require.Len(t, remaining, 1)
+	assert.Equal(t, remaining, left.Keys, "Leftover names what is left")
+}

@@ -636,8 +636,12 @@ func (tx *Tx) discard(ctx context.Context) error {
 	}
 	if err := tx.d.s.DeleteMany(ctx, keys); err != nil {
 		err = fmt.Errorf("commit: discard generation %s: %w", tx.gen, err)
+		var left *Leftover
+		if rest := tx.remaining(ctx, keys); len(rest) > 0 {
+			left = &Leftover{Generation: tx.gen, Keys: rest, Err: err}
+		}
 		tx.mu.Lock()
-		tx.left = &Leftover{Generation: tx.gen, Keys: keys, Err: err}
+		tx.left = left
 		tx.mu.Unlock()
 		return err
 	}
@@ -648,13 +652,47 @@ func (tx *Tx) discard(ctx context.Context) error {
 	return nil
 }
 
+// remaining returns those of keys, whose delete failed, that a listing of
+// their directories still shows: a delete that failed may have deleted
+// some. Without a listing any of them may be left, and it returns keys.
+func (tx *Tx) remaining(ctx context.Context, keys []string) []string {
+	var dirs []string // the first two levels: _gen/<id>/, or an intent's
+	for _, k := range keys {
+		dir := k
+		if i := strings.Index(k, "/"); i >= 0 {
+			if j := strings.Index(k[i+1:], "/"); j >= 0 {
+				dir = k[:i+1+j+1]
+			}
+		}
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	there := map[string]bool{}
+	for _, dir := range dirs {
+		for o, err := range store.List(ctx, tx.d.s, dir, "", "") {
+			if err != nil {
+				return keys
+			}
+			there[o.Key] = true
+		}
+	}
+	var rest []string
+	for _, k := range keys {
+		if there[k] {
+			rest = append(rest, k)
+		}
+	}
+	return rest
+}
+
 // Leftover is what a Tx that did not commit staged and could not delete.
 // Nothing references those objects: the collector's orphan sweep deletes
 // them once they are older than its orphan age, and group-commit intents
 // (under IntentDir) at its next run.
 type Leftover struct {
 	Generation string
-	Keys       []string // the keys it tried to delete; Err names those it could not
+	Keys       []string // the keys still there after the delete failed (all it tried, if that could not be told)
 	Err        error
 }
 
