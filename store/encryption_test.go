@@ -167,3 +167,14 @@ func TestStoresWithoutObjectSettingsRefuseThemInTheURL(t *testing.T) {
 		assert.Contains(t, err.Error(), "stores take no server-side encryption, customer key or storage class", raw)
 	}
 }
+
+// TestBucketURLConfigKMSKeyWins: a KMS key id in the Config (the command
+// line's) wins over the URL's (or a remote's), as sse and the storage
+// class do.
+func TestBucketURLConfigKMSKeyWins(t *testing.T) {
+	u, err := url.Parse("s3://b/p?sse=aws:kms&sse_kms_key_id=alias/u")
+	require.NoError(t, err)
+	_, _, c, err := store.BucketURL(u, store.Config{Encryption: store.Encryption{KMSKeyID: "alias/c"}})
+	require.NoError(t, err)
+	assert.Equal(t, store.Encryption{SSE: store.SSEKMS, KMSKeyID: "alias/c"}, c.Encryption)
+}
