@@ -105,3 +105,26 @@ func TestLeftoverIsWhatIsLeft(t *testing.T) {
 	require.Len(t, remaining, 1)
 	assert.Equal(t, remaining, left.Keys, "Leftover names what is left")
 }
+
+// unlistable is oneUndeletable that cannot list either.
+type unlistable struct{ oneUndeletable }
+
+func (s unlistable) List(context.Context, store.ListRequest) (store.ListPage, error) {
+	return store.ListPage{}, store.Wrap("list", "", store.ErrAccess, nil)
+}
+
+// TestLeftoverWithoutAListingIsAllItTried: when what a failed delete left
+// cannot be listed, Leftover names every key it tried: any may be left.
+func TestLeftoverWithoutAListingIsAllItTried(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	tx, err := commit.New(unlistable{oneUndeletable{s}}).Begin(ctx)
+	require.NoError(t, err)
+	for _, p := range []string{"a", "b"} {
+		require.NoError(t, tx.PutBytes(ctx, p, []byte(p)))
+	}
+	require.Error(t, tx.Discard(ctx))
+	left := tx.Leftover()
+	require.NotNil(t, left)
+	assert.ElementsMatch(t, []string{generation.Prefix(tx.Generation()) + "a", generation.Prefix(tx.Generation()) + "b"}, left.Keys)
+}
