@@ -128,3 +128,32 @@ func TestLeftoverWithoutAListingIsAllItTried(t *testing.T) {
 	require.NotNil(t, left)
 	assert.ElementsMatch(t, []string{generation.Prefix(tx.Generation()) + "a", generation.Prefix(tx.Generation()) + "b"}, left.Keys)
 }
+
+// failsOnce is a store whose first DeleteMany fails without deleting.
+type failsOnce struct {
+	store.Store
+	failed *bool
+}
+
+func (s failsOnce) DeleteMany(ctx context.Context, keys []string) error {
+	if !*s.failed {
+		*s.failed = true
+		return store.Wrap("delete-many", keys[0], nil, errors.New("connection reset"))
+	}
+	return s.Store.DeleteMany(ctx, keys)
+}
+
+// TestLeftoverClearedByADiscardThatWorks: a Discard tried again after one
+// that failed, and that deleted everything, leaves no Leftover.
+func TestLeftoverClearedByADiscardThatWorks(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	tx, err := commit.New(failsOnce{s, new(bool)}).Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "a", []byte("a")))
+	require.Error(t, tx.Discard(ctx))
+	require.NotNil(t, tx.Leftover())
+	require.NoError(t, tx.Discard(ctx))
+	assert.Nil(t, tx.Leftover(), "nothing is left")
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+}
