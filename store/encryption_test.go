@@ -159,6 +159,7 @@ func TestStoresWithoutObjectSettingsRefuseThemInTheURL(t *testing.T) {
 		"mem://refuse-url?sse=AES256",
 		"mem://refuse-url/p?storage_class=STANDARD_IA",
 		"mem://refuse-url?sse=aws:kms&sse_kms_key_id=alias/k",
+		"mem://refuse-url?sse_kms_key_id=alias/k",
 		"file://" + dir + "?sse=AES256",
 		"file://" + dir + "?storage_class=GLACIER_IR",
 	} {
