@@ -212,6 +212,10 @@ func checkBucket(name string) error {
 	return nil
 }
 
+// String names the store's bucket and endpoint; so do %v and %+v, which
+// would otherwise print a customer key.
+func (s *Store) String() string { return "gs://" + s.name + " at " + s.endpoint }
+
 // Close releases the client's resources.
 func (s *Store) Close() error { return s.client.Close() }
 

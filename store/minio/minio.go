@@ -211,6 +211,10 @@ func serverSide(e store.Encryption) (sse, ssec encrypt.ServerSide, err error) {
 	return nil, nil, nil
 }
 
+// String names the store's bucket and endpoint; so do %v and %+v, which
+// would otherwise print a customer key.
+func (s *Store) String() string { return "minio://" + s.bucket + " at " + s.endpoint }
+
 // Get implements store.Store. It sends one GET.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	// Core.GetObject sends the request now and returns its headers;

@@ -213,6 +213,10 @@ func (c detachedCreate) CreateMultipartUpload(ctx context.Context, in *awss3.Cre
 	return c.Client.CreateMultipartUpload(ctx, in, opts...)
 }
 
+// String names the store's bucket and endpoint; so do %v and %+v, which
+// would otherwise print a customer key.
+func (s *Store) String() string { return "s3://" + s.bucket + " at " + s.endpoint }
+
 // Get opens the object for reading. The caller must close the body. If the
 // key does not exist, Get returns an error matching store.ErrNotExist.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
