@@ -357,15 +357,15 @@ func (tx *Tx) reprove(ctx context.Context, rs *rebaseState, headKeys map[string]
 	if len(want) == 0 {
 		return nil
 	}
-	sizes, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
+	stats, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
 	if err != nil {
 		return fmt.Errorf("verify referenced objects: %w", err)
 	}
 	var bad []string
 	for key, es := range want {
-		size, found := sizes[key]
+		st, found := stats[key]
 		for _, e := range es {
-			if why := unusable(e, size, found); why != "" {
+			if why := unusable(e, st.size, found); why != "" {
 				bad = append(bad, fmt.Sprintf("%s: object %s %s", e.Path, key, why))
 			}
 		}

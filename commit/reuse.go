@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -27,12 +28,16 @@ type refState struct {
 	local map[string]reusedFile
 	// repaired counts the files uploaded again for that reason.
 	repaired int
+	// resume maps a path to the entry Resume offered for it.
+	resume map[string]generation.Entry
 }
 
 type reusedFile struct {
 	entry generation.Entry
 	local string
 	opts  fileOptions // as PutFile was given them, for reading local again
+	// resumed: the entry came from Resume, not from the base.
+	resumed bool
 }
 
 // minProvedPerPage is the fewest keys a LIST page must prove for the
@@ -156,25 +161,37 @@ func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) 
 		return nil
 	}
 
-	sizes, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
+	stats, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
 	if err != nil {
 		return fmt.Errorf("commit: verify referenced objects: %w", err)
 	}
+	var horizon time.Time
+	if tx.base != nil {
+		horizon = tx.base.GCHorizon
+	}
 	var bad []string
 	var redo []reusedFile
+	var start time.Time // the earliest time of a resumed object
 	broken := map[string]bool{}
 	for key, es := range want {
-		size, found := sizes[key]
+		st, found := stats[key]
 		for _, e := range es {
-			why := unusable(e, size, found)
+			tx.mu.Lock()
+			r, ok := tx.refs.local[e.Path]
+			tx.mu.Unlock()
+			local := ok && r.entry == e
+			why := unusable(e, st.size, found)
+			if why == "" && local && r.resumed {
+				var at time.Time
+				if at, why = resumedStart(st.modified, horizon); why == "" && (start.IsZero() || at.Before(start)) {
+					start = at
+				}
+			}
 			if why == "" {
 				continue
 			}
 			broken[key] = true
-			tx.mu.Lock()
-			r, ok := tx.refs.local[e.Path]
-			tx.mu.Unlock()
-			if ok && r.entry == e {
+			if local {
 				tx.d.log.Warn("reused object is unusable; uploading the file again", "path", e.Path, "key", key, "problem", why)
 				redo = append(redo, r)
 				continue
@@ -201,6 +218,10 @@ func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) 
 		if !broken[key] {
 			tx.refs.verified[key] = true
 		}
+	}
+	// The collector's horizon now guards the resumed objects (see Resume).
+	if !start.IsZero() && start.Before(tx.stagingStart) {
+		tx.stagingStart = start
 	}
 	return nil
 }
@@ -240,8 +261,12 @@ func (tx *Tx) reupload(ctx context.Context, files []reusedFile) error {
 			tx.mu.Lock()
 			defer tx.mu.Unlock()
 			delete(tx.refs.local, e.Path)
-			tx.reused--
-			tx.refs.repaired++
+			if r.resumed {
+				tx.resumed--
+			} else {
+				tx.reused--
+				tx.refs.repaired++
+			}
 			return nil
 		})
 	}
@@ -257,20 +282,20 @@ func (tx *Tx) Repaired() int {
 	return tx.refs.repaired
 }
 
-// Reuses reports whether the Tx references the object of an older
+// Reuses reports whether the Tx references the object of the base
 // generation for path because PutFile matched the local file, instead of
 // uploading it. A file uploaded again by the proof before the commit (see
-// VerifyReferences) is not reused.
+// VerifyReferences) is not reused, nor is one resumed (see Resumes).
 func (tx *Tx) Reuses(path string) bool {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	_, ok := tx.refs.local[path]
-	return ok
+	r, ok := tx.refs.local[path]
+	return ok && !r.resumed
 }
 
-// noteReuse records that PutFile reused the base's entry for path, matched
-// against the local file.
-func (tx *Tx) noteReuse(e generation.Entry, local string, o fileOptions) error {
+// noteReuse records that PutFile referenced e for path, matched against
+// the local file: the base's entry, or one Resume offered (resumed).
+func (tx *Tx) noteReuse(e generation.Entry, local string, o fileOptions, resumed bool) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if err := tx.checkOpen(); err != nil {
@@ -279,23 +304,33 @@ func (tx *Tx) noteReuse(e generation.Entry, local string, o fileOptions) error {
 	if tx.refs.local == nil {
 		tx.refs.local = map[string]reusedFile{}
 	}
-	tx.refs.local[e.Path] = reusedFile{e, local, o}
-	tx.reused++
+	tx.refs.local[e.Path] = reusedFile{e, local, o, resumed}
+	if resumed {
+		tx.resumed++
+	} else {
+		tx.reused++
+	}
 	tx.entries[e.Path] = e
 	tx.touch(e.Path)
 	return nil
 }
 
-// statAll returns the stored size of each of keys that exists; see
+// objectStat is what a listing or a HEAD says of a stored object.
+type objectStat struct {
+	size     int64
+	modified time.Time // the store's Last-Modified
+}
+
+// statAll returns what the store says of each of keys that exists; see
 // VerifyReferences for the cost.
-func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]int64, error) {
+func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]objectStat, error) {
 	slices.Sort(keys)
 	var mu sync.Mutex
-	found := make(map[string]int64, len(keys))
-	record := func(key string, size int64) {
+	found := make(map[string]objectStat, len(keys))
+	record := func(key string, st objectStat) {
 		mu.Lock()
 		defer mu.Unlock()
-		found[key] = size
+		found[key] = st
 	}
 	var heads []string // keys left to HEAD
 	g, gctx := errgroup.WithContext(ctx)
@@ -333,7 +368,7 @@ func (d *Dataset) statAll(ctx context.Context, keys []string) (map[string]int64,
 			case err != nil:
 				return err
 			}
-			record(key, a.Size)
+			record(key, objectStat{a.Size, a.LastModified})
 			return nil
 		})
 	}
@@ -395,7 +430,7 @@ func startBelow(key, after string) string {
 // listRun proves the keys of run, sorted and all under prefix, by listing
 // prefix from after, a key below run[0] or "". It records the size of each
 // key found and returns the keys left to HEAD.
-func (d *Dataset) listRun(ctx context.Context, prefix string, run []string, after string, record func(string, int64)) ([]string, error) {
+func (d *Dataset) listRun(ctx context.Context, prefix string, run []string, after string, record func(string, objectStat)) ([]string, error) {
 	for len(run) > 0 {
 		var page store.ListPage
 		err := retryRead(ctx, d.retry, func() (err error) {
@@ -405,9 +440,9 @@ func (d *Dataset) listRun(ctx context.Context, prefix string, run []string, afte
 		if err != nil {
 			return nil, err
 		}
-		sizes := make(map[string]int64, len(page.Objects))
+		stats := make(map[string]objectStat, len(page.Objects))
 		for _, o := range page.Objects {
-			sizes[o.Key] = o.Size
+			stats[o.Key] = objectStat{o.Size, o.LastModified}
 		}
 		proved := len(run)
 		if page.Next != "" && len(page.Objects) > 0 {
@@ -427,8 +462,8 @@ func (d *Dataset) listRun(ctx context.Context, prefix string, run []string, afte
 			proved = 0
 		}
 		for _, key := range run[:proved] {
-			if size, ok := sizes[key]; ok {
-				record(key, size)
+			if st, ok := stats[key]; ok {
+				record(key, st)
 			}
 		}
 		run = run[proved:]

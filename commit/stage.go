@@ -46,7 +46,9 @@ type Tx struct {
 	// fresh generation id of that rebase.
 	staged []string
 	reused int
-	done   bool
+	// resumed counts the files that reference an object Resume offered.
+	resumed int
+	done    bool
 	// committing is set when Commit starts; from then on only Commit may
 	// discard.
 	committing bool
@@ -425,9 +427,11 @@ func (tx *Tx) PutBytes(ctx context.Context, path string, data []byte) error {
 // file at the same path with the same size and sha256, the new generation
 // references the existing object instead of uploading it again
 // (incremental publish), unless the dataset was opened WithReuse(false);
-// the entry records the local file's mode and time all the same. Before
-// the commit, the reused object is proven present, and the file is
-// uploaded again if it is not; see VerifyReferences.
+// failing that, an entry that Resume offered for the path with the same
+// size and sha256 is referenced the same way. The entry records the local
+// file's mode and time all the same. Before the commit, the referenced
+// object is proven present, and the file is uploaded again if it is not;
+// see VerifyReferences.
 //
 // Without options, local is opened as the operating system resolves it,
 // symbolic links included. A caller that listed its files first should
@@ -452,18 +456,32 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 	if err != nil {
 		return err
 	}
-	var old generation.Entry
-	var ok bool
-	if base != nil && tx.d.reuse {
-		old, ok = base.Find(path)
+	// The candidates to reference instead of uploading: the base's entry,
+	// then the one Resume offered. Only a same-size candidate costs a
+	// local pre-read, once.
+	type candidate struct {
+		generation.Entry
+		resumed bool
 	}
-	if ok && old.Size == fi.Size() {
-		// Only a same-size candidate costs a local pre-read.
+	var candidates []candidate
+	if base != nil && tx.d.reuse {
+		if e, ok := base.Find(path); ok && e.Size == fi.Size() {
+			candidates = append(candidates, candidate{e, false})
+		}
+	}
+	if e, ok := tx.resumable(path); ok && e.Size == fi.Size() {
+		candidates = append(candidates, candidate{e, true})
+	}
+	if len(candidates) > 0 {
 		h := sha256.New()
 		if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
 			return fmt.Errorf("commit: read %s: %w", local, err)
 		}
-		if hex.EncodeToString(h.Sum(nil)) == old.SHA256 {
+		sum := hex.EncodeToString(h.Sum(nil))
+		for _, c := range candidates {
+			if sum != c.SHA256 {
+				continue
+			}
 			// What was read is the entry's content only if it is the
 			// file as it was opened.
 			if !o.ignoreChanges {
@@ -472,8 +490,9 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 				}
 			}
 			a := attrsOf(fi)
-			old.Mode, old.MTime = a.mode, a.mtime
-			if err := tx.noteReuse(old, local, o); err != nil {
+			e := c.Entry
+			e.Mode, e.MTime = a.mode, a.mtime
+			if err := tx.noteReuse(e, local, o, c.resumed); err != nil {
 				return err
 			}
 			if o.decided != nil {
