@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +37,9 @@ type putOptions struct {
 	Probe       bool
 	fenceFlags
 	NoReuse bool
+	// NoResume uploads every file again, forgetting what an interrupted
+	// put of SRC to URL staged.
+	NoResume bool
 	// IgnoreChanging publishes a file that changes while put reads it
 	// (see the help).
 	IgnoreChanging bool
@@ -58,6 +64,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
 	o.fenceFlags.add(cmd)
 	f.BoolVar(&o.NoReuse, "no-reuse", false, "upload every file, even one the current generation holds unchanged")
+	f.BoolVar(&o.NoResume, "no-resume", false, "upload every file again, ignoring (and forgetting) what an interrupted put of SRC to URL staged")
 	f.BoolVar(&o.IgnoreChanging, "ignore-changing", false, "publish a file that changes while put reads it, as far as put read it, instead of failing (for logs that are always being written)")
 	f.BoolVar(&o.Probe, "probe", false, "check that the store enforces conditional writes even if the dataset has commits")
 	f.BoolVar(&o.AllowEmpty, "allow-empty", false, "publish SRC even if it holds no files (the new generation is empty)")
@@ -123,8 +130,15 @@ do ("would be" uploaded, reused, removed) and writes nothing; it does not
 check that reused objects still exist. 'publish status SRC URL' compares
 the same way and lists the files that differ.
 
-Ctrl-C deletes the staged generation and says so (or that the collector
-will); during the pointer write it can end with status 5: the commit may
+Resuming: an interrupted put (Ctrl-C, or a failure while staging) keeps
+what it staged and records it in a journal under the user's cache
+directory (publish/resume), and says so. The next put of the same SRC to
+the same URL, with the same --into and object settings, references each
+staged object whose file still has the same size and sha256, after
+proving the object is there, and uploads only the rest. --no-resume
+uploads everything again, and Ctrl-C then deletes the staged generation.
+What no put resumes, 'publish gc' deletes once older than --orphan-age.
+Ctrl-C during the pointer write can end with status 5: the commit may
 have landed, and nothing is deleted.
 ` + filterHelp + exitStatus(exitOK, exitError, exitUsage, exitLost, exitHeld, exitUnknown, exitFenced, exitInterrupted),
 		Example: `  publish put ./out s3://bucket/daily
@@ -262,13 +276,15 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	j := resumeJournal(opts, tx)
+	defer j.finish(true) //nolint:errcheck // a journal left open is kept for the next put
 	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
 
-	if err := stage(ctx, opts, tx, files, stderr); err != nil {
-		return discardStaged(ctx, opts.URL, tx, err, stderr)
+	if err := stage(ctx, opts, tx, files, j, stderr); err != nil {
+		return keepOrDiscard(ctx, opts, tx, j, err, stderr)
 	}
 	if held != nil && !held.Held() {
-		return discardStaged(ctx, opts.URL, tx, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
+		return keepOrDiscard(ctx, opts, tx, j, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
 	if !opts.AllowUnchanged {
 		var same bool
@@ -278,14 +294,18 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			same, err = unchanged(ctx, tx, files, base)
 		}
 		if err != nil {
-			return discardStaged(ctx, opts.URL, tx, err, stderr)
+			return keepOrDiscard(ctx, opts, tx, j, err, stderr)
 		}
 		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
+			j.finish(false)                        //nolint:errcheck // it recorded only reuses of the current generation
 			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease, start)
 		}
 	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
+	// After an unknown outcome the staged objects are kept, and so is the
+	// journal; otherwise they were committed or deleted.
+	j.finish(errors.Is(err, commit.ErrCommitUnknown)) //nolint:errcheck // a journal that cannot be removed is proven wrong by the next put
 	if err != nil {
 		if errors.Is(err, commit.ErrCommitUnknown) {
 			gen := tx.Generation()
@@ -299,16 +319,20 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		return withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
-	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
+	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Resumed: tx.Resumed(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
 		Into: opts.Into, Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
 	res.Summary = newSummary("put", "uploaded", "reused")
 	res.Summary.Files = len(files)
 	for _, f := range files {
 		res.Bytes += f.size
-		if tx.Reuses(f.path) {
+		switch {
+		case tx.Reuses(f.path):
 			res.Summary.Reused++
 			res.Summary.ReusedBytes += f.size
-		} else {
+		case tx.Resumes(f.path):
+			res.Summary.Resumed++
+			res.Summary.ResumedBytes += f.size
+		default:
 			res.Summary.Transferred++
 			res.Summary.TransferredBytes += f.size
 		}
@@ -319,8 +343,11 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	}
 	stdout = opts.out(stdout)
 	var repaired string
+	if res.Resumed > 0 {
+		repaired = fmt.Sprintf(", %d resumed", res.Resumed)
+	}
 	if res.Repaired > 0 {
-		repaired = fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
+		repaired += fmt.Sprintf(", %d uploaded again: their stored objects were missing or damaged", res.Repaired)
 	}
 	if res.Into != "" {
 		rebased := rebaseNote(res.Rebased, res.Carried)
@@ -345,8 +372,9 @@ func localStoreDir(rawURL string) string {
 	return filepath.FromSlash(u.Path)
 }
 
-// stage uploads the files in parallel.
-func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, stderr io.Writer) error {
+// stage uploads the files in parallel, recording in j (if not nil) each
+// file it staged or resumed.
+func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, j *journal, stderr io.Writer) error {
 	var total int64
 	for _, f := range files {
 		total += f.size
@@ -373,8 +401,16 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 				return err
 			}
 			action := "uploaded"
-			if tx.Reuses(f.path) {
+			switch {
+			case tx.Reuses(f.path):
 				action = "reused"
+			case tx.Resumes(f.path):
+				action = "resumed"
+			}
+			if action != "reused" {
+				if e, ok := tx.Entry(f.path); ok {
+					j.record(e)
+				}
 			}
 			opts.fileAction(stderr, action, f.path)
 			bar.Add(f.size)
@@ -402,6 +438,71 @@ func changedSource(err error, ignoring bool) error {
 		hint = "--ignore-changing publishes a file that grows or is rewritten while put reads it, not one cut short"
 	}
 	return fmt.Errorf("%s: %w (%s); nothing was committed: %s", ce.Local, commit.ErrChanged, ce.What, hint)
+}
+
+// resumeJournal opens the journal of this put and offers tx what it
+// recorded. It returns nil with --no-resume, which forgets the journal,
+// and when the journal cannot be used, which costs only the resume.
+func resumeJournal(opts putOptions, tx *commit.Tx) *journal {
+	dir, err := journalDir()
+	if err != nil {
+		opts.log().Warn("no cache directory for the journal; an interrupted put will not resume", "err", err)
+		return nil
+	}
+	settings := []string{opts.SSE, opts.SSEKMSKeyID, opts.StorageClass}
+	if key, err := opts.customerKey(); err == nil && key != nil {
+		sum := sha256.Sum256(key)
+		settings = append(settings, hex.EncodeToString(sum[:]))
+	}
+	src := opts.Src
+	if abs, err := filepath.Abs(src); err == nil {
+		src = abs
+	}
+	path := filepath.Join(dir, journalName(opts.URL, src, opts.Into, settings))
+	if opts.NoResume {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			opts.log().Warn("cannot remove the journal of an earlier put", "journal", path, "err", err)
+		}
+		return nil
+	}
+	h := journalHeader{Format: journalFormat, Dataset: redact(opts.URL), Source: src, Into: opts.Into}
+	j, entries, err := openJournal(path, h)
+	if err != nil {
+		opts.log().Warn("cannot open the journal; an interrupted put will not resume", "journal", path, "err", err)
+		return nil
+	}
+	if len(entries) == 0 {
+		return j
+	}
+	if err := tx.Resume(entries); err != nil {
+		// Not what a put records: start the journal again.
+		opts.log().Warn("ignoring a journal that a put did not write", "journal", path, "err", err)
+		j.finish(false) //nolint:errcheck // opened again below
+		if j, _, err = openJournal(path, h); err != nil {
+			return nil
+		}
+		return j
+	}
+	opts.log().Info("resuming", "staged", len(entries), "journal", path)
+	return j
+}
+
+// keepOrDiscard ends a put whose staging failed or was interrupted. It
+// keeps what was staged for the next put, when the journal recorded it,
+// and says so; otherwise it deletes it (see discardStaged).
+func keepOrDiscard(ctx context.Context, opts putOptions, tx *commit.Tx, j *journal, cause error, stderr io.Writer) error {
+	n := j.recorded()
+	if n == 0 || j.finish(true) != nil {
+		j.finish(false) //nolint:errcheck // what it names is deleted now
+		return discardStaged(ctx, opts.URL, tx, cause, stderr)
+	}
+	what := "interrupted"
+	if ctx.Err() == nil {
+		what = "failed"
+	}
+	fmt.Fprintf(stderr, "publish: %s; kept %s staged so far under %s of %s: putting %s there again resumes from them (--no-resume starts over), and 'publish gc' deletes them once older than its --orphan-age\n",
+		what, plural(n, "file"), generation.Prefix(tx.Generation()), redact(opts.URL), opts.Src)
+	return cause
 }
 
 // discardStaged deletes a generation that will not be committed, on a

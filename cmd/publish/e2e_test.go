@@ -28,7 +28,18 @@ import (
 	"github.com/commitptr/commitptr/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) {
+	// Put's journals go to a cache directory of the test run's own, for
+	// the binaries the tests start too.
+	cache, err := os.MkdirTemp("", "publish-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache) //nolint:errcheck // cannot fail for this name
+	code := testenv.Main(m)
+	os.RemoveAll(cache) //nolint:errcheck // a temporary directory
+	os.Exit(code)
+}
 
 // target is a kind of store the binary runs against.
 type target struct {
@@ -388,9 +399,9 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestInterruptedPut: Ctrl-C during staging discards the generation and
-// says so.
-func TestInterruptedPut(t *testing.T) {
+// Ctrl-C during staging with --no-resume discards the generation and says
+// so (without it, put keeps what it staged: TestInterruptedPutResumes).
+func TestInterruptedPutWithoutResumeDiscards(t *testing.T) {
 	tg := targets(t)[0]
 	url := tg.url(t)
 	files := map[string]string{}
@@ -398,7 +409,7 @@ func TestInterruptedPut(t *testing.T) {
 		files[fmt.Sprintf("f/%04d", i)] = strings.Repeat("y", 1000)
 	}
 	src := writeTree(t, files)
-	cmd := tg.command(t, "-v", "put", "--concurrency", "1", src, url)
+	cmd := tg.command(t, "-v", "put", "--no-resume", "--concurrency", "1", src, url)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -7,6 +7,7 @@ type putResult struct {
 	Parent     string `json:"parent,omitempty"`
 	Files      int    `json:"files"`
 	Reused     int    `json:"reused"`
+	Resumed    int    `json:"resumed,omitempty"`  // referenced from what an interrupted put staged
 	Repaired   int    `json:"repaired,omitempty"` // matched, but uploaded again: the stored object was unusable
 	Bytes      int64  `json:"bytes"`
 	Fence      uint64 `json:"fence,omitempty"`

@@ -21,6 +21,10 @@ type summary struct {
 	// of uploading them, and files sync found already right on disk.
 	Reused      int   `json:"reused_files"`
 	ReusedBytes int64 `json:"reused_bytes"`
+	// Resumed counts files put referenced from what an interrupted put
+	// staged.
+	Resumed      int   `json:"resumed_files,omitempty"`
+	ResumedBytes int64 `json:"resumed_bytes,omitempty"`
 	// Deleted counts files sync removed from DEST.
 	Deleted        int     `json:"deleted_files,omitempty"`
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
@@ -62,6 +66,9 @@ func (s *summary) write(w io.Writer) {
 	line := fmt.Sprintf("%s: %s: %d %s (%s)", s.prefix, plural(s.Files, "file"), s.Transferred, done(s.verb), humanBytes(s.TransferredBytes))
 	if s.kept != "" {
 		line += fmt.Sprintf(", %d %s (%s)", s.Reused, done(s.kept), humanBytes(s.ReusedBytes))
+	}
+	if s.Resumed > 0 {
+		line += fmt.Sprintf(", %d resumed (%s)", s.Resumed, humanBytes(s.ResumedBytes))
 	}
 	if s.Deleted > 0 {
 		line += fmt.Sprintf(", %d %s", s.Deleted, done(s.gone))
