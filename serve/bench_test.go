@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/testenv"
+	"github.com/commitptr/commitptr/internal/wanproxy"
 	"github.com/commitptr/commitptr/serve"
 	"github.com/commitptr/commitptr/store"
 )
@@ -100,6 +102,111 @@ func sideBySide(b *testing.B, bytes int64, direct, served func(i int)) {
 		b.ReportMetric(ts.Seconds()/float64(i), "serve-s/op")
 	}
 	b.ReportMetric(td.Seconds()/ts.Seconds(), "serve/direct")
+}
+
+// BenchmarkGet1MiBStoreAway reads 1 MiB files, verified, from an S3 store
+// a network away: the S3 test server behind internal/wanproxy, which adds
+// the round trip rtt to every request. The direct reader resolves the
+// snapshot once and then GETs each file through the library, as publish
+// get reads a dataset; serve runs beside its readers, which ask it over
+// loopback. Each op, readers readers each read 4 files directly and 4
+// through serve, the two phases in turns. Beside the throughputs and their
+// ratio it reports the store requests per file read of each, counted once
+// both are warm: the floor is 1 GET.
+func BenchmarkGet1MiBStoreAway(b *testing.B) {
+	const files = 16
+	body := make([]byte, 1<<20)
+	_, _ = rand.Read(body)
+	ctx := context.Background()
+	srv := testenv.S3(b)
+	srv.UseCredentials()
+	bucket := srv.NewBucket(b)
+	open := func(endpoint string) store.Store {
+		s, err := store.Open(ctx, "s3://"+bucket, store.Config{Endpoint: endpoint, PathStyle: true})
+		require.NoError(b, err)
+		return s
+	}
+	tx, err := commit.New(open(srv.Endpoint)).Begin(ctx)
+	require.NoError(b, err)
+	for i := range files {
+		require.NoError(b, tx.PutBytes(ctx, fmt.Sprintf("f%02d", i), body))
+	}
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(b, err)
+
+	for _, rtt := range []time.Duration{10 * time.Millisecond, 30 * time.Millisecond} {
+		p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, rtt/2, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { p.Close() })
+		directStore, serveStore := store.Count(open(p.URL)), store.Count(open(p.URL))
+		snap, err := commit.New(directStore).Open(ctx)
+		require.NoError(b, err)
+		url := startServer(b, map[string]*commit.Dataset{"daily": commit.New(serveStore)}, serve.Options{})
+		c := s3Client(url, "any", "any")
+
+		direct := func(i int) {
+			rc, err := snap.Open(ctx, fmt.Sprintf("f%02d", i%files))
+			require.NoError(b, err)
+			n, err := io.Copy(io.Discard, rc)
+			rc.Close()
+			require.NoError(b, err)
+			require.EqualValues(b, len(body), n)
+		}
+		served := func(i int) {
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("daily"), Key: aws.String(fmt.Sprintf("current/f%02d", i%files))})
+			require.NoError(b, err)
+			n, err := io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+			require.NoError(b, err)
+			require.EqualValues(b, len(body), n)
+		}
+		for _, readers := range []int{1, 16} {
+			b.Run(fmt.Sprintf("rtt=%s/readers=%d", rtt, readers), func(b *testing.B) {
+				sideBySideReaders(b, readers, 4, int64(len(body)), direct, served, directStore, serveStore)
+			})
+		}
+	}
+}
+
+// sideBySideReaders runs a phase of direct reads and one of served reads
+// per op, in turns, each phase readers goroutines reading per files each,
+// and reports the throughput of each, their ratio, and the store requests
+// per file read of each (from the counters, once both are warm).
+func sideBySideReaders(b *testing.B, readers, per int, bytes int64, direct, served func(i int), directStore, serveStore *store.Counter) {
+	phase := func(read func(int), op int) time.Duration {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for r := range readers {
+			wg.Go(func() {
+				for k := range per {
+					read(op + r*per + k)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	phase(direct, 0) // warm: connections, the manifest, the pin
+	phase(served, 0)
+	d0, s0 := directStore.Counts(), serveStore.Counts()
+	var td, ts time.Duration
+	op := 0
+	for b.Loop() {
+		if op%2 == 0 {
+			td += phase(direct, op)
+			ts += phase(served, op)
+		} else {
+			ts += phase(served, op)
+			td += phase(direct, op)
+		}
+		op++
+	}
+	reads := float64(op * readers * per)
+	b.ReportMetric(float64(bytes)*reads/td.Seconds()/1e6, "direct-MB/s")
+	b.ReportMetric(float64(bytes)*reads/ts.Seconds()/1e6, "serve-MB/s")
+	b.ReportMetric(td.Seconds()/ts.Seconds(), "serve/direct")
+	b.ReportMetric(float64(directStore.Counts().Sub(d0).Total())/reads, "direct-req/read")
+	b.ReportMetric(float64(serveStore.Counts().Sub(s0).Total())/reads, "serve-req/read")
 }
 
 // BenchmarkList100k lists a snapshot of 100,000 files in pages of 1,000:
