@@ -370,19 +370,22 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 	return obj, nil
 }
 
-// copyBuffer is the size of the writes of a file to the client: large
-// writes mean fewer system calls than io.Copy's 32 KiB.
+// copyBuffer is the size of the reads of a file from the store and of its
+// writes to the client: large ones mean fewer system calls than io.Copy's
+// 32 KiB.
 const copyBuffer = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
 
-// bigCopy copies its reader to the response in large writes.
+// bigCopy copies its reader to the response in large reads and writes.
 type bigCopy struct{ io.ReadCloser }
 
 func (c bigCopy) WriteTo(w io.Writer) (int64, error) {
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
-	return io.CopyBuffer(w, struct{ io.Reader }{c.ReadCloser}, *buf)
+	// Neither side's ReadFrom or WriteTo may take over: the response's
+	// ReadFrom copies in 32 KiB pieces.
+	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{c.ReadCloser}, *buf)
 }
 
 // rangeReader delivers a range of a verified file. The file is read from

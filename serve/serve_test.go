@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,4 +427,56 @@ func TestServeReadsThePointerAtMostEveryRefreshAndEachManifestOnce(t *testing.T)
 	got := counted.Counts()
 	require.EqualValues(t, 2+15, got[store.OpGet], "GETs: %v", got)
 	require.EqualValues(t, 0, got[store.OpList], "a listing reads no store")
+}
+
+// readSizes is a store whose object bodies record the largest read asked
+// of them.
+type readSizes struct {
+	store.Store
+	largest atomic.Int64
+}
+
+func (s *readSizes) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	rc, attrs, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return nil, attrs, err
+	}
+	return &sizedBody{ReadCloser: rc, largest: &s.largest}, attrs, nil
+}
+
+type sizedBody struct {
+	io.ReadCloser
+	largest *atomic.Int64
+}
+
+func (b *sizedBody) Read(p []byte) (int, error) {
+	for {
+		old := b.largest.Load()
+		if int64(len(p)) <= old || b.largest.CompareAndSwap(old, int64(len(p))) {
+			break
+		}
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func TestServeReadsAFileFromTheStoreInLargePieces(t *testing.T) {
+	s, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	body := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	commitFiles(t, commit.New(s), map[string]string{"big": body})
+	sized := &readSizes{Store: s}
+	url := startServer(t, map[string]*commit.Dataset{"daily": commit.New(sized)}, serve.Options{PinTTL: -1})
+	for _, rng := range []string{"", "bytes=1000-"} {
+		sized.largest.Store(0)
+		hdr := map[string]string{}
+		if rng != "" {
+			hdr["Range"] = rng
+		}
+		_, got, err := get(t, url+"/daily/current/big", hdr)
+		require.NoError(t, err)
+		require.Equal(t, sha(body[len(body)-len(got):]), sha(string(got)), rng)
+		// Reads of 32 KiB, io.Copy's, cost a system call each on both
+		// sides of serve.
+		require.GreaterOrEqual(t, sized.largest.Load(), int64(256<<10), "the largest read of the file, range %q", rng)
+	}
 }
