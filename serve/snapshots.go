@@ -14,10 +14,10 @@ import (
 )
 
 // snapshots resolves the refs of one dataset to snapshots. Manifests are
-// cached by generation, as a generation never changes; the pointer is read
-// again at most every refresh, and a tag as often. Each cached generation
-// is held by a pin of the dataset, renewed while the generation is in use,
-// so that the collector keeps what a reader is in the middle of.
+// cached by generation, as a generation never changes; the pointer is
+// trusted for refresh after its read began, and a tag as long. Each cached
+// generation is held by a pin of the dataset, renewed while the generation
+// is in use, so that the collector keeps what a reader is in the middle of.
 type snapshots struct {
 	d       *commit.Dataset
 	refresh time.Duration
@@ -26,11 +26,20 @@ type snapshots struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	// curMu serialises reads of the pointer, so that a burst of requests
-	// after the refresh interval reads it once.
-	curMu sync.Mutex
-	cur   *commit.Snapshot
-	curAt time.Time
+	// curMu guards the current snapshot. A request that finds it stale
+	// reads the pointer while holding curMu, so that a burst of requests
+	// after the refresh interval reads it once; a request that finds it
+	// about to go stale starts a read ahead, which no request waits for.
+	curMu  sync.Mutex
+	cur    *commit.Snapshot
+	curAt  time.Time     // when the read of cur's pointer began
+	took   time.Duration // how long the last read of the pointer took
+	ahead  bool          // a read ahead is under way
+	closed bool          // releaseAll has begun: no more reads ahead
+
+	aheadCtx    context.Context // the reads ahead, cancelled by releaseAll
+	aheadCancel context.CancelFunc
+	aheadWG     sync.WaitGroup
 
 	mu    sync.Mutex
 	byGen map[string]*cached
@@ -50,8 +59,10 @@ type tagged struct {
 }
 
 func newSnapshots(d *commit.Dataset, o *Options) *snapshots {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &snapshots{
 		d: d, refresh: o.Refresh, pinTTL: o.PinTTL, owner: o.Owner, log: o.Logger, now: time.Now,
+		aheadCtx: ctx, aheadCancel: cancel,
 		byGen: map[string]*cached{}, bySeq: map[uint64]string{}, tags: map[string]tagged{},
 	}
 }
@@ -91,16 +102,60 @@ func (s *snapshots) resolve(ctx context.Context, ref commit.Ref) (*commit.Snapsh
 	return snap, nil
 }
 
-// current returns the current snapshot, reading the pointer if it was last
-// read refresh ago or more.
+// current returns the current snapshot, reading the pointer if the read
+// of the one it has began refresh ago or more. Within the last stretch of
+// that time (see aheadMargin) it starts a read ahead and answers with the
+// snapshot it has, so that under steady load no request waits for the
+// pointer.
 func (s *snapshots) current(ctx context.Context) (*commit.Snapshot, error) {
 	s.curMu.Lock()
 	defer s.curMu.Unlock()
 	now := s.now()
 	if s.cur != nil && now.Sub(s.curAt) < s.refresh {
+		if now.Sub(s.curAt) >= s.refresh-s.aheadMargin() && !s.ahead && !s.closed {
+			s.ahead = true
+			s.aheadWG.Add(1)
+			go s.readAhead(s.cur)
+		}
 		s.touch(s.cur.Generation())
 		return s.cur, nil
 	}
+	snap, err := s.readPointer(ctx, s.cur)
+	if err != nil {
+		return nil, err
+	}
+	s.cur, s.curAt, s.took = snap, now, s.now().Sub(now)
+	return s.cur, nil
+}
+
+// aheadMargin is how long before the pointer goes stale a read ahead
+// begins: twice the last read's time, at least a tenth of refresh and at
+// most half of it. curMu is held.
+func (s *snapshots) aheadMargin() time.Duration {
+	return min(max(2*s.took, s.refresh/10), s.refresh/2)
+}
+
+// readAhead reads the pointer and makes what it names the current
+// snapshot, unless a read that began later already did.
+func (s *snapshots) readAhead(known *commit.Snapshot) {
+	defer s.aheadWG.Done()
+	began := s.now()
+	snap, err := s.readPointer(s.aheadCtx, known)
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	s.ahead = false
+	if err != nil {
+		s.log.Warn("serve: cannot read the pointer ahead of its refresh", "err", err)
+		return
+	}
+	if !began.Before(s.curAt) {
+		s.cur, s.curAt, s.took = snap, began, s.now().Sub(began)
+	}
+}
+
+// readPointer reads the pointer and returns the snapshot it names: known
+// if that is its generation, else the cached one or one it opens.
+func (s *snapshots) readPointer(ctx context.Context, known *commit.Snapshot) (*commit.Snapshot, error) {
 	p, _, err := pointer.Read(ctx, s.d.Store())
 	if errors.Is(err, store.ErrNotExist) {
 		return nil, fmt.Errorf("%w (no %s)", commit.ErrNoCommits, pointer.Key)
@@ -108,16 +163,15 @@ func (s *snapshots) current(ctx context.Context) (*commit.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var snap *commit.Snapshot
-	if s.cur != nil && s.cur.Generation() == p.Generation {
-		snap = s.cur
-	} else if snap = s.generationCached(p.Generation); snap == nil {
-		if snap, err = s.d.OpenPointer(ctx, p); err != nil {
-			return nil, err
+	snap := known
+	if snap == nil || snap.Generation() != p.Generation {
+		if snap = s.generationCached(p.Generation); snap == nil {
+			if snap, err = s.d.OpenPointer(ctx, p); err != nil {
+				return nil, err
+			}
 		}
 	}
-	s.cur, s.curAt = s.remember(ctx, snap), now
-	return s.cur, nil
+	return s.remember(ctx, snap), nil
 }
 
 // generation returns the snapshot of generation gen, from the cache or
@@ -220,8 +274,13 @@ func (s *snapshots) maintain(ctx context.Context) {
 	}
 }
 
-// releaseAll deletes every pin the server holds.
+// releaseAll stops the reads ahead and deletes every pin the server holds.
 func (s *snapshots) releaseAll(ctx context.Context) error {
+	s.curMu.Lock()
+	s.closed = true
+	s.curMu.Unlock()
+	s.aheadCancel()
+	s.aheadWG.Wait()
 	s.mu.Lock()
 	var pins []*commit.Pin
 	for _, c := range s.byGen {

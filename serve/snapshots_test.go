@@ -1,0 +1,200 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/fs"
+)
+
+// pointerGate is a store whose reads of the pointer the test controls: it
+// can hold the next one after it has read the pointer, until released, or
+// fail them.
+type pointerGate struct {
+	store.Store
+	mu      sync.Mutex
+	reads   int
+	hold    chan struct{} // non-nil: the next read waits for it to close
+	held    chan struct{} // closed when that read has the pointer
+	failing bool
+}
+
+func (g *pointerGate) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	if key != pointer.Key {
+		return g.Store.Get(ctx, key)
+	}
+	g.mu.Lock()
+	g.reads++
+	hold, held, failing := g.hold, g.held, g.failing
+	g.hold, g.held = nil, nil
+	g.mu.Unlock()
+	if failing {
+		return nil, store.Attrs{}, errors.New("the store cannot be reached")
+	}
+	rc, attrs, err := g.Store.Get(ctx, key)
+	if err != nil || hold == nil {
+		return rc, attrs, err
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	close(held)
+	<-hold
+	return io.NopCloser(bytes.NewReader(b)), attrs, err
+}
+
+// holdNext makes the next read of the pointer wait, once it has read it,
+// until release is closed; held is closed when it has.
+func (g *pointerGate) holdNext() (held, release chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hold, g.held = make(chan struct{}), make(chan struct{})
+	return g.held, g.hold
+}
+
+func (g *pointerGate) setFailing(f bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failing = f
+}
+
+func (g *pointerGate) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reads
+}
+
+// gatedSnapshots returns the snapshots of a dataset on a gated fs store,
+// with refresh 10 s on a clock the test sets, and a function that commits
+// one more generation.
+func gatedSnapshots(t *testing.T) (*snapshots, *pointerGate, func(at time.Duration), func() string) {
+	t.Helper()
+	fsStore, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	writer := commit.New(fsStore)
+	ctx := context.Background()
+	commitOne := func() string {
+		tx, err := writer.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutBytes(ctx, "a", []byte(time.Now().String())))
+		c, err := tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		return c.Generation
+	}
+	gate := &pointerGate{Store: fsStore}
+	s := newSnapshots(commit.New(gate), &Options{Refresh: 10 * time.Second, PinTTL: -1, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { require.NoError(t, s.releaseAll(context.Background())) })
+	var mu sync.Mutex
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	setClock := func(at time.Duration) { mu.Lock(); defer mu.Unlock(); now = t0.Add(at) }
+	return s, gate, setClock, commitOne
+}
+
+// currentSoon calls current and fails the test if it waits for the store.
+func currentSoon(t *testing.T, s *snapshots) string {
+	t.Helper()
+	type result struct {
+		gen string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snap, err := s.current(context.Background())
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{gen: snap.Generation()}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		return r.gen
+	case <-time.After(30 * time.Second):
+		t.Fatal("a request waits for a read of the pointer")
+		return ""
+	}
+}
+
+// waitHeld waits for a read of the pointer that holdNext holds.
+func waitHeld(t *testing.T, held chan struct{}) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no read ahead of the refresh")
+	}
+}
+
+func TestServeReadsThePointerAheadOfItsRefreshAndNoRequestWaitsForIt(t *testing.T) {
+	s, gate, setClock, commitOne := gatedSnapshots(t)
+	gen1 := commitOne()
+	snap, err := s.current(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, gen1, snap.Generation())
+	require.Equal(t, 1, gate.count())
+
+	// Near the end of the refresh, a request is answered at once and
+	// starts a read ahead.
+	held, release := gate.holdNext()
+	setClock(9500 * time.Millisecond)
+	require.Equal(t, gen1, currentSoon(t, s))
+	waitHeld(t, held)
+	setClock(9800 * time.Millisecond)
+	require.Equal(t, gen1, currentSoon(t, s), "one read ahead at a time, and requests go on meanwhile")
+	gen2 := commitOne()
+	close(release)
+	s.aheadWG.Wait()
+	require.Equal(t, 2, gate.count())
+
+	// The read ahead began at 9.5 s, before gen2 landed: gen1 is trusted
+	// until 19.5 s, also when the store cannot be reached.
+	gate.setFailing(true)
+	setClock(19 * time.Second)
+	require.Equal(t, gen1, currentSoon(t, s))
+	s.aheadWG.Wait() // the failed read ahead leaves gen1 as it was
+
+	// Past 19.5 s it is not trusted any more: a request reads the pointer.
+	gate.setFailing(false)
+	setClock(19500 * time.Millisecond)
+	require.Equal(t, gen2, currentSoon(t, s))
+	require.Equal(t, 4, gate.count())
+}
+
+func TestServeNeverTakesAnOlderPointerFromALateReadAhead(t *testing.T) {
+	s, gate, setClock, commitOne := gatedSnapshots(t)
+	gen1 := commitOne()
+	_, err := s.current(context.Background())
+	require.NoError(t, err)
+
+	// A read ahead reads gen1 at 9.5 s and is slow to come back.
+	held, release := gate.holdNext()
+	setClock(9500 * time.Millisecond)
+	require.Equal(t, gen1, currentSoon(t, s))
+	waitHeld(t, held)
+	gen2 := commitOne()
+
+	// At 10 s gen1 is stale: a request reads the pointer, gen2.
+	setClock(10 * time.Second)
+	require.Equal(t, gen2, currentSoon(t, s))
+	close(release)
+	s.aheadWG.Wait()
+
+	// The late read began before the one that found gen2: it changes
+	// nothing.
+	setClock(11 * time.Second)
+	require.Equal(t, gen2, currentSoon(t, s))
+	require.Equal(t, 3, gate.count())
+}
