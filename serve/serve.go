@@ -174,9 +174,13 @@ func readOnly(h http.Handler) http.Handler {
 				return
 			}
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestHeader{}, r.Header)))
 	})
 }
+
+// requestHeader is the context key of a request's headers, where GetObject
+// finds its conditions.
+type requestHeader struct{}
 
 // readQuery are the query parameters of the operations served: GetObject,
 // HeadObject, ListObjects (V1 and V2), ListBuckets and GetBucketLocation.
@@ -354,8 +358,14 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 	if err != nil {
 		return nil, err
 	}
-	rc, err := snap.OpenEntry(ctx, e)
-	if err != nil {
+	var rc io.ReadCloser
+	if h, _ := ctx.Value(requestHeader{}).(http.Header); h != nil && conditionsFail(h, e.SHA256, lastModified(snap, e)) {
+		// The front end answers 304 or 412 without reading the body, so
+		// the file is opened only if it is read after all.
+		rc = &lazyFile{open: func() (io.ReadCloser, error) { return snap.OpenEntry(ctx, e) }}
+	} else if rc, err = snap.OpenEntry(ctx, e); err != nil {
+		// Opened before the response begins, so that a file that cannot
+		// be read is answered with an error rather than a short body.
 		if errors.Is(err, commit.ErrCollected) {
 			return nil, gofakes3.KeyNotFound(key)
 		}
@@ -368,6 +378,62 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 		obj.Contents = bigCopy{&rangeReader{rc: rc, skip: rng.Start, left: rng.Length}}
 	}
 	return obj, nil
+}
+
+// conditionsFail tells whether the conditions of a GET fail for a file of
+// ETag sum last modified at modified, as S3 has them: If-Match, or without
+// it If-Unmodified-Since, fails with 412; If-None-Match, or without it
+// If-Modified-Since, with 304. Times count in whole seconds.
+func conditionsFail(h http.Header, sum string, modified time.Time) bool {
+	modified = modified.Truncate(time.Second)
+	if v := h.Get("If-Match"); v != "" {
+		if !etagListed(v, sum) {
+			return true
+		}
+	} else if t, err := http.ParseTime(h.Get("If-Unmodified-Since")); err == nil && modified.After(t) {
+		return true
+	}
+	if v := h.Get("If-None-Match"); v != "" {
+		return etagListed(v, sum)
+	}
+	t, err := http.ParseTime(h.Get("If-Modified-Since"))
+	return err == nil && !modified.After(t)
+}
+
+// etagListed tells whether a list of entity tags, or "*", names sum; a
+// weak tag counts as the strong one.
+func etagListed(list, sum string) bool {
+	for tag := range strings.SplitSeq(list, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || strings.Trim(tag, `"`) == sum {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyFile opens its file at its first read.
+type lazyFile struct {
+	open func() (io.ReadCloser, error)
+	rc   io.ReadCloser
+	err  error
+}
+
+func (f *lazyFile) Read(p []byte) (int, error) {
+	if f.rc == nil && f.err == nil {
+		f.rc, f.err = f.open()
+	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	return f.rc.Read(p)
+}
+
+func (f *lazyFile) Close() error {
+	if f.rc == nil {
+		return nil
+	}
+	return f.rc.Close()
 }
 
 // copyBuffer is the size of the reads of a file from the store and of its

@@ -480,3 +480,56 @@ func TestServeReadsAFileFromTheStoreInLargePieces(t *testing.T) {
 		require.GreaterOrEqual(t, sized.largest.Load(), int64(256<<10), "the largest read of the file, range %q", rng)
 	}
 }
+
+func TestServeAnswersAFailedConditionWithoutReadingTheStore(t *testing.T) {
+	s, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	commitFiles(t, commit.New(s), map[string]string{"a": "contents of a"})
+	counted := store.Count(s)
+	url := startServer(t, map[string]*commit.Dataset{"daily": commit.New(counted)}, serve.Options{Refresh: time.Hour, PinTTL: -1})
+	_, body, err := get(t, url+"/daily/current/a", nil)
+	require.NoError(t, err)
+	require.Equal(t, "contents of a", string(body))
+	etag := `"` + sha("contents of a") + `"`
+	past, future := "Mon, 02 Jan 2006 15:04:05 GMT", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	for _, c := range []struct {
+		hdr    map[string]string
+		status int
+		gets   int64
+	}{
+		{map[string]string{"If-None-Match": etag}, http.StatusNotModified, 0},
+		{map[string]string{"If-None-Match": `"other", W/` + etag}, http.StatusNotModified, 0},
+		{map[string]string{"If-None-Match": "*", "Range": "bytes=0-3"}, http.StatusNotModified, 0},
+		{map[string]string{"If-Modified-Since": future}, http.StatusNotModified, 0},
+		{map[string]string{"If-Match": `"other"`}, http.StatusPreconditionFailed, 0},
+		{map[string]string{"If-Unmodified-Since": past}, http.StatusPreconditionFailed, 0},
+		{map[string]string{"If-Match": etag}, http.StatusOK, 1},
+		{map[string]string{"If-None-Match": `"other"`}, http.StatusOK, 1},
+		{map[string]string{"If-Modified-Since": past, "Range": "bytes=9-"}, http.StatusPartialContent, 1},
+		{map[string]string{"If-Match": etag, "If-Unmodified-Since": past}, http.StatusOK, 1}, // If-Match wins
+	} {
+		before := counted.Counts()[store.OpGet]
+		resp, body, err := get(t, url+"/daily/current/a", c.hdr)
+		require.NoError(t, err)
+		require.Equal(t, c.status, resp.StatusCode, "%v", c.hdr)
+		if c.status/100 == 2 {
+			require.Contains(t, "contents of a", string(body), "%v", c.hdr)
+			require.NotEmpty(t, body)
+		}
+		require.Equal(t, c.gets, counted.Counts()[store.OpGet]-before, "store GETs of %v", c.hdr)
+	}
+}
+
+func TestServeAnswersAFileGoneFromTheStoreWithAnErrorNotAShortBody(t *testing.T) {
+	d := fsDataset(t)
+	commitFiles(t, d, map[string]string{"a": "contents of a"})
+	snap, err := d.Open(context.Background())
+	require.NoError(t, err)
+	url := startServer(t, map[string]*commit.Dataset{"daily": d}, serve.Options{PinTTL: -1})
+	require.NoError(t, d.Store().Delete(context.Background(), snap.Files()[0].Key, store.DeleteOptions{}))
+	for _, hdr := range []map[string]string{nil, {"If-None-Match": `"other"`}, {"Range": "bytes=2-"}} {
+		resp, body, err := get(t, url+"/daily/current/a", hdr)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, resp.StatusCode, 400, "%v: %s", hdr, body)
+	}
+}
