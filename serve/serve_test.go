@@ -533,3 +533,38 @@ func TestServeAnswersAFileGoneFromTheStoreWithAnErrorNotAShortBody(t *testing.T)
 		require.GreaterOrEqual(t, resp.StatusCode, 400, "%v: %s", hdr, body)
 	}
 }
+
+func TestServeReadsATagAgainWithOneGetWhenItsGenerationIsCached(t *testing.T) {
+	s, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	writer := commit.New(s)
+	ctx := context.Background()
+	commitFiles(t, writer, map[string]string{"a": "one"})
+	tagCurrent := func() {
+		snap, err := writer.Open(ctx)
+		require.NoError(t, err)
+		_, err = snap.Tag(ctx, "stable", true)
+		require.NoError(t, err)
+	}
+	tagCurrent()
+	counted := store.Count(s)
+	// Refresh 1 ns: the tag is read again for every request.
+	url := startServer(t, map[string]*commit.Dataset{"daily": commit.New(counted)}, serve.Options{Refresh: 1, PinTTL: -1})
+	_, body, err := get(t, url+"/daily/tag:stable/a", nil)
+	require.NoError(t, err)
+	require.Equal(t, "one", string(body))
+	before := counted.Counts()
+	for range 5 {
+		_, body, err := get(t, url+"/daily/tag:stable/a", nil)
+		require.NoError(t, err)
+		require.Equal(t, "one", string(body))
+	}
+	got := counted.Counts().Sub(before)
+	require.EqualValues(t, 5+5, got.Total(), "a GET of the tag and of the file per request: %v", got)
+
+	commitFiles(t, writer, map[string]string{"a": "two"})
+	tagCurrent()
+	_, body, err = get(t, url+"/daily/tag:stable/a", nil)
+	require.NoError(t, err)
+	require.Equal(t, "two", string(body), "a moved tag is followed")
+}

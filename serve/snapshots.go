@@ -88,17 +88,33 @@ func (s *snapshots) resolve(ctx context.Context, ref commit.Ref) (*commit.Snapsh
 		if ok && s.now().Sub(t.at) < s.refresh {
 			return s.generation(ctx, t.gen)
 		}
+		return s.tag(ctx, ref)
 	}
 	snap, err := s.d.OpenRef(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	snap = s.remember(ctx, snap)
-	if ref.Kind == commit.RefTag {
-		s.mu.Lock()
-		s.tags[ref.Name] = tagged{gen: snap.Generation(), at: s.now()}
-		s.mu.Unlock()
+	return s.remember(ctx, snap), nil
+}
+
+// tag reads the tag ref names, and opens what it names unless that
+// generation is cached: a tag read again after refresh costs one GET.
+func (s *snapshots) tag(ctx context.Context, ref commit.Ref) (*commit.Snapshot, error) {
+	began := s.now()
+	t, err := s.d.ReadTag(ctx, ref.Name)
+	if err != nil {
+		return nil, err
 	}
+	snap := s.generationCached(t.Generation)
+	if snap == nil || snap.Seq() != t.Seq {
+		if snap, err = s.d.OpenRef(ctx, ref); err != nil {
+			return nil, err
+		}
+		snap = s.remember(ctx, snap)
+	}
+	s.mu.Lock()
+	s.tags[ref.Name] = tagged{gen: snap.Generation(), at: began}
+	s.mu.Unlock()
 	return snap, nil
 }
 
