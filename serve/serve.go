@@ -465,7 +465,7 @@ type rangeReader struct {
 
 func (r *rangeReader) Read(p []byte) (int, error) {
 	if r.skip > 0 {
-		if _, err := io.CopyN(io.Discard, r.rc, r.skip); err != nil {
+		if err := discard(r.rc, r.skip); err != nil {
 			return 0, err
 		}
 		r.skip = 0
@@ -486,7 +486,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	}
 	if r.left == 0 {
 		// The range is complete: verify the file before delivering its end.
-		if _, err := io.Copy(io.Discard, r.rc); err != nil {
+		if err := discard(r.rc, -1); err != nil {
 			return 0, err
 		}
 	}
@@ -494,6 +494,21 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 }
 
 func (r *rangeReader) Close() error { return r.rc.Close() }
+
+// discard reads n bytes of r, or all of it when n is negative, in reads of
+// copyBuffer bytes, and drops them.
+func discard(r io.Reader, n int64) error {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	if n >= 0 {
+		r = io.LimitReader(r, n)
+	}
+	got, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{r}, *buf)
+	if err == nil && n >= 0 && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
 
 // A continuation token (the NextMarker the front end hides in it) names the
 // generation a listing began on and the last key it returned.
