@@ -49,8 +49,9 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Refresh is how long the pointer, and a tag, is trusted after it was
-	// read; the default is one second.
+	// Refresh is how long a read of the pointer, or of a tag, is trusted,
+	// from when it began; the default is one second. While requests come,
+	// the pointer is read again shortly before that, in the background.
 	Refresh time.Duration
 	// AccessKeys maps access key ids to secret keys. When it is not
 	// empty, every request must be signed with one of them (SigV4).

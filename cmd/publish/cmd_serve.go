@@ -37,7 +37,7 @@ any S3 client (the aws CLI, rclone, boto3, DuckDB, Spark) reads them.
 
 Each dataset is a bucket, named after the last element of its URL or NAME.
 Its keys are REF/PATH, where REF is one of
-  current      the current snapshot (the pointer is read at most every --refresh)
+  current      the current snapshot (of a read of the pointer at most --refresh old)
   @SEQ         the retained snapshot of seq SEQ
   tag:NAME     the snapshot the tag NAME names
   gen:ID       the retained snapshot of generation ID
@@ -72,7 +72,7 @@ SIGTERM), which ends it with status 0.` + exitStatus(exitOK, exitError, exitUsag
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:9000", "the `ADDRESS:PORT` to listen on; other than a loopback address needs access keys")
-	cmd.Flags().DurationVar(&opts.Refresh, "refresh", time.Second, "read the pointer (and tags) again at most this often")
+	cmd.Flags().DurationVar(&opts.Refresh, "refresh", time.Second, "how long a read of the pointer (or a tag) is trusted; while requests come, the pointer is read again shortly before, in the background")
 	cmd.Flags().StringVar(&opts.AccessKey, "access-key", "", "the access key id clients sign with (default $PUBLISH_SERVE_ACCESS_KEY)")
 	cmd.Flags().StringVar(&opts.SecretKey, "secret-key", "", "the secret key clients sign with (default $PUBLISH_SERVE_SECRET_KEY)")
 	return cmd
