@@ -66,8 +66,9 @@ verified and synced, then renamed over the old one, so a reader opening a
 file sees either its old or its new content, whole. DEST as a whole is not
 replaced atomically: while sync runs, a reader can see some files of the
 new snapshot beside some of the old one. Deletions come last, after every
-download was verified; if a download fails, nothing is deleted and DEST
-holds a mix of old and new files, which the next sync completes. When sync
+download was verified. If a download fails, or sync is interrupted, the
+files already renamed into place stay, nothing is deleted, and sync says
+how many are in place: a sync again downloads only the rest. When sync
 returns, its changes are durable: each file it downloaded or whose mode or
 time it set was fsynced, then each directory where it created, renamed or
 removed a name. For a
@@ -174,8 +175,16 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 	s := &syncer{opts: opts, snap: snap, dest: dest, res: syncResult{Seq: snap.Seq(), Generation: snap.Generation(), Dest: dest, DryRun: opts.DryRun,
 		Added: []string{}, Updated: []string{}, Attrs: []string{}, Deleted: []string{}}}
 	if err := s.run(ctx, entries, stderr); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "publish: interrupted; %s may hold a mix of old and new files, and no file was deleted; sync again to complete it\n", dest)
+		what := "interrupted"
+		if ctx.Err() == nil {
+			what = "failed"
+		}
+		switch {
+		case s.placed > 0:
+			fmt.Fprintf(stderr, "publish: %s; %d of the %s to download are in place in %s, each whole and verified, and no file was deleted: it holds a mix of old and new files, and a sync again downloads only the rest\n",
+				what, s.placed, plural(s.fetching, "file"), dest)
+		case s.fetching > 0 && ctx.Err() != nil:
+			fmt.Fprintf(stderr, "publish: interrupted before a download was in place; no file of %s was replaced or deleted\n", dest)
 		}
 		return describe(opts.URL, err)
 	}
@@ -227,6 +236,9 @@ type syncer struct {
 	dest string
 	root *os.Root
 	res  syncResult
+	// fetching is how many files are to be downloaded, placed how many of
+	// them are in place.
+	fetching, placed int
 }
 
 func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.Writer) error {
@@ -350,8 +362,14 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 	if err != nil {
 		return err
 	}
-	if err := s.download(ctx, fetch, replaced, stderr); err != nil {
+	if placed, err := s.download(ctx, fetch, replaced, blocked, stderr); err != nil {
 		s.putBack(aside)
+		// What is in place stays, made durable as on success.
+		dirs := map[string]bool{}
+		for _, p := range placed {
+			dirs[path.Dir(p)] = true
+		}
+		syncPaths(s.root, slices.Sorted(maps.Keys(dirs)), s.opts.Concurrency) //nolint:errcheck // the download's error is the one to report
 		return err
 	}
 	for _, a := range aside {
@@ -466,20 +484,25 @@ func (s *syncer) setAttrs(e generation.Entry) error {
 }
 
 // download fetches the entries to temporary names beside their paths,
-// verified, syncs them, then renames each over its path.
-// The paths in replaced are removed after every download was verified,
-// and before the first rename.
-func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replaced []string, stderr io.Writer) error {
+// verified, syncs them, then renames each over its path: at once, so that
+// a sync that fails or is interrupted keeps every file it downloaded, or,
+// for a file at a path in replaced or below one in blocked (moved aside),
+// once every download was verified. The paths in replaced are removed
+// before those renames. It returns the paths renamed into place.
+func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replaced, blocked []string, stderr io.Writer) ([]string, error) {
 	if len(fetch) == 0 {
-		return nil
+		return nil, nil
 	}
+	s.fetching = len(fetch)
 	var total int64
 	for _, e := range fetch {
 		total += e.Size
 		if err := s.checkDirs(e.Path); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	var mu sync.Mutex
+	var placed []string
 	tmps := make([]string, len(fetch))
 	defer func() {
 		for _, t := range tmps {
@@ -492,36 +515,55 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replace
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
+	// getFile synced each new file: it is durable before it is renamed in.
+	rename := func(i int) error {
+		e := fetch[i]
+		if err := s.root.Rename(tmps[i], e.Path); err != nil {
+			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, e.Path), unwrapLinkError(err))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		tmps[i] = ""
+		placed = append(placed, e.Path)
+		s.placed++
+		return nil
+	}
+	var later []int
 	for i, e := range fetch {
 		tmp, err := tempName(e.Path)
 		if err != nil {
-			return err
+			return placed, err
 		}
 		tmps[i] = tmp
+		wait := slices.Contains(replaced, e.Path) || below(e.Path, blocked)
+		if wait {
+			later = append(later, i)
+		}
 		g.Go(func() error {
 			if err := getFile(gctx, s.root, s.snap, e, tmp, s.opts.Attrs); err != nil {
 				return err
 			}
 			bar.Add(e.Size)
-			return nil
+			if wait {
+				return nil
+			}
+			return rename(i)
 		})
 	}
-	// getFile synced each new file: it is durable before it is renamed in.
 	if err := g.Wait(); err != nil {
-		return err
+		return placed, err
 	}
 	for _, p := range replaced {
 		if err := s.root.RemoveAll(p); err != nil {
-			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
+			return placed, fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, p), unwrapPathError(err))
 		}
 	}
-	for i, e := range fetch {
-		if err := s.root.Rename(tmps[i], e.Path); err != nil {
-			return fmt.Errorf("DEST %s: %w", filepath.Join(s.dest, e.Path), unwrapLinkError(err))
+	for _, i := range later {
+		if err := rename(i); err != nil {
+			return placed, err
 		}
-		tmps[i] = ""
 	}
-	return nil
+	return placed, nil
 }
 
 // filteredBelow returns a path below the directory dir in DEST that the
