@@ -65,7 +65,10 @@ func TestRolePoliciesAllowTheirCommandsOnly(t *testing.T) {
 	root.ok(t, "pin", "--seq", "3", "--ttl", "1h", url)
 	root.ok(t, "pin", "--seq", "2", "--ttl", "1ms", url)
 	root.ok(t, "job", "begin", "--job", "j1", url)
-	leftUntil := time.Now().Add(2 * time.Second) // older than the collector's orphan age by then
+	// By then the leftover is older than the collector's orphan age, and
+	// the 1 ms pin has expired by the store's clock: its age must reach
+	// the TTL plus a second, judged on a Date that whole seconds truncate.
+	leftUntil := time.Now().Add(3 * time.Second)
 	interruptedUpload(t, srv, bucket, prefix+"/"+generation.Dir+newGen(t)+"/big")
 	putObject(t, s, commit.IntentDir+newGen(t)+"/"+newGen(t), "{}")
 	putObject(t, s, lease.EpochKey("batch", 1), "{}")
