@@ -22,7 +22,10 @@ import (
 // then the collector's horizon guards it as it guards the Tx's own
 // objects (the commit is refused with ErrStale once the horizon reaches
 // it). An object that the base pointer's horizon has passed already, or
-// whose time the store does not report, is uploaded again instead.
+// whose time the store does not report, is uploaded again instead; so is
+// one whose generation wrote its manifest: it may have been committed (a
+// put whose pointer write had an unknown outcome), and the collector
+// deletes a committed generation's objects without moving the horizon.
 //
 // Each entry's key must be a data key of a generation other than this
 // Tx's, and its path a valid one; entries come from Entries of that Tx.

@@ -317,3 +317,38 @@ func TestResumeRefusesKeysThatAreNotAnotherGenerationsData(t *testing.T) {
 	assert.Empty(t, tx.Entries(), "offered, not staged")
 	require.NoError(t, tx.Discard(ctx))
 }
+
+// A put whose pointer write had an unknown outcome keeps what it staged
+// for the next put, but its generation may have landed: its objects are
+// then a committed generation's, which the collector deletes once they
+// are outside the retention window, without moving the horizon. So an
+// object of a generation that wrote its manifest is uploaded again, not
+// resumed, and the generation that resumes reads completely.
+func TestResumeUploadsAgainWhatACommittedGenerationHolds(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	dir := writeFiles(t, 3, "1")
+	landed, _ := putDir(t, d, dir)
+	staged := landed.Entries()
+	// Later commits replace every file that generation holds.
+	_, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	_, err = publish(t, d, map[string]string{"x": "2"}, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Resume(staged))
+	require.NoError(t, tx.AddDir(ctx, dir))
+	require.NoError(t, tx.VerifyReferences(ctx))
+
+	rep, err := gc.Run(ctx, s, gc.Options{Keep: 1, Grace: -1})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Deleted, "the generation that landed is outside the window")
+
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 0, tx.Resumed(), "all uploaded again")
+	checkComplete(t, d)
+}

@@ -151,9 +151,16 @@ func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) 
 	tx.mu.Lock()
 	own := generation.Prefix(tx.gen)
 	want := map[string][]generation.Entry{} // key → the entries reading it
+	// The manifests of the generations of resumed objects: one that wrote
+	// its manifest may have been committed, and the collector deletes a
+	// committed generation's objects without moving the horizon.
+	manifests := map[string]bool{}
 	for _, e := range tx.entries {
 		if !strings.HasPrefix(e.Key, own) && !tx.refs.verified[e.Key] && (skip == nil || !skip(e)) {
 			want[e.Key] = append(want[e.Key], e)
+			if r, ok := tx.refs.local[e.Path]; ok && r.entry == e && r.resumed {
+				manifests[generation.ManifestKey(generation.FromKey(e.Key))] = true
+			}
 		}
 	}
 	tx.mu.Unlock()
@@ -161,7 +168,7 @@ func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) 
 		return nil
 	}
 
-	stats, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(want)))
+	stats, err := tx.d.statAll(ctx, slices.Concat(slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(manifests))))
 	if err != nil {
 		return fmt.Errorf("commit: verify referenced objects: %w", err)
 	}
@@ -181,6 +188,9 @@ func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) 
 			tx.mu.Unlock()
 			local := ok && r.entry == e
 			why := unusable(e, st.size, found)
+			if _, committed := stats[generation.ManifestKey(generation.FromKey(key))]; why == "" && local && r.resumed && committed {
+				why = "belongs to a generation that wrote its manifest, which the horizon does not guard"
+			}
 			if why == "" && local && r.resumed {
 				var at time.Time
 				if at, why = resumedStart(st.modified, horizon); why == "" && (start.IsZero() || at.Before(start)) {
