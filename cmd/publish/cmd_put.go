@@ -490,9 +490,22 @@ func resumeJournal(opts putOptions, tx *commit.Tx) *journal {
 // keepOrDiscard ends a put whose staging failed or was interrupted. It
 // keeps what was staged for the next put, when the journal recorded it,
 // and says so; otherwise it deletes it (see discardStaged).
+//
+// A put that recorded nothing deletes what it staged, but keeps the
+// journal of an earlier put, whose objects stay resumable.
 func keepOrDiscard(ctx context.Context, opts putOptions, tx *commit.Tx, j *journal, cause error, stderr io.Writer) error {
-	n := j.recorded()
-	if n == 0 || j.finish(true) != nil {
+	n, dirs := j.held()
+	if j.recorded() == 0 {
+		if n == 0 || j.finish(true) != nil {
+			j.finish(false) //nolint:errcheck // nothing it names is resumable
+			return discardStaged(ctx, opts.URL, tx, cause, stderr)
+		}
+		err := discardStaged(ctx, opts.URL, tx, cause, stderr)
+		fmt.Fprintf(stderr, "publish: kept what an earlier put staged, %s under %s of %s: putting %s there again resumes from them (--no-resume starts over)\n",
+			plural(n, "file"), strings.Join(dirs, " and "), redact(opts.URL), opts.Src)
+		return err
+	}
+	if j.finish(true) != nil {
 		j.finish(false) //nolint:errcheck // what it names is deleted now
 		return discardStaged(ctx, opts.URL, tx, cause, stderr)
 	}
@@ -501,7 +514,7 @@ func keepOrDiscard(ctx context.Context, opts putOptions, tx *commit.Tx, j *journ
 		what = "failed"
 	}
 	fmt.Fprintf(stderr, "publish: %s; kept %s staged so far under %s of %s: putting %s there again resumes from them (--no-resume starts over), and 'publish gc' deletes them once older than its --orphan-age\n",
-		what, plural(n, "file"), generation.Prefix(tx.Generation()), redact(opts.URL), opts.Src)
+		what, plural(n, "file"), strings.Join(dirs, " and "), redact(opts.URL), opts.Src)
 	return cause
 }
 

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/commitptr/commitptr/generation"
@@ -37,6 +39,9 @@ type journal struct {
 	f    *os.File
 	n    int // entries this put recorded
 	errs error
+	// keys maps each path the journal names, recorded by this put or an
+	// earlier one, to its object's key.
+	keys map[string]string
 }
 
 // journalHeader is a journal's first line.
@@ -103,7 +108,10 @@ func openJournal(path string, h journalHeader) (*journal, []generation.Entry, er
 		f.Close()
 		return nil, nil, err
 	}
-	j := &journal{path: path, f: f}
+	j := &journal{path: path, f: f, keys: map[string]string{}}
+	for _, e := range entries {
+		j.keys[e.Path] = e.Key
+	}
 	if keep == 0 {
 		if err := j.writeLine(h); err != nil {
 			f.Close()
@@ -174,6 +182,22 @@ func (j *journal) record(e generation.Entry) {
 		return
 	}
 	j.n++
+	j.keys[e.Path] = e.Key
+}
+
+// held returns how many files the journal names, recorded by this put or
+// an earlier one, and the generation directories their objects are in.
+func (j *journal) held() (int, []string) {
+	if j == nil {
+		return 0, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	dirs := map[string]bool{}
+	for _, k := range j.keys {
+		dirs[generation.Prefix(generation.FromKey(k))] = true
+	}
+	return len(j.keys), slices.Sorted(maps.Keys(dirs))
 }
 
 // recorded returns how many entries this put recorded.

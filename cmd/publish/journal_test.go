@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,7 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // journalLines is a journal's content: h, then entries.
@@ -122,5 +127,41 @@ func TestJournalNames(t *testing.T) {
 		journalName("s3://b/d", "/sr", "c", []string{"", "", ""}),
 	} {
 		assert.NotEqual(t, base, other)
+	}
+}
+
+// A put that fails or is interrupted before it recorded anything deletes
+// what it staged, but keeps the journal of the earlier put it resumes
+// from, and says what is left of that one and where.
+func TestFailedPutKeepsTheJournalOfAnEarlierPut(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "resume", journalName("mem://x", "/src", "", nil))
+	h := journalHeader{Format: journalFormat, Dataset: "mem://x", Source: "/src"}
+	j, _, err := openJournal(path, h)
+	require.NoError(t, err)
+	earlier, err := generation.New()
+	require.NoError(t, err)
+	j.record(entryAt("a", generation.DataKey(earlier, "a")))
+	j.record(entryAt("b", generation.DataKey(earlier, "b")))
+	require.NoError(t, j.finish(true))
+
+	s := mem.New()
+	tx, err := commit.New(s).Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "c", []byte("c")))
+	j, entries, err := openJournal(path, h)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	var stderr bytes.Buffer
+	cause := errors.New("the network is down")
+	err = keepOrDiscard(ctx, putOptions{URL: "mem://x", Src: "/src"}, tx, j, cause, &stderr)
+	require.ErrorIs(t, err, cause)
+
+	_, err = os.Stat(path)
+	require.NoError(t, err, "the earlier put's journal is kept")
+	assert.Contains(t, stderr.String(), "kept what an earlier put staged, 2 files under "+generation.Prefix(earlier)+" of mem://x")
+	for o, err := range store.List(ctx, s, generation.Prefix(tx.Generation()), "", "") {
+		require.NoError(t, err)
+		t.Errorf("%s is left: this put staged it and recorded nothing", o.Key)
 	}
 }
