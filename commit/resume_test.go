@@ -352,3 +352,27 @@ func TestResumeUploadsAgainWhatACommittedGenerationHolds(t *testing.T) {
 	assert.Equal(t, 0, tx.Resumed(), "all uploaded again")
 	checkComplete(t, d)
 }
+
+// A file changed since the interrupted put staged it, to the same size
+// but other content, is uploaded, not resumed: the generation holds the
+// file as it is now.
+func TestResumeUploadsAFileChangedToTheSameSize(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	dir := writeFiles(t, 2, "1")
+	_, staged := stageOnly(t, d, dir)
+	// "version 1" becomes "version 2": the same size.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "d", "0001"), []byte("file 1 version 2"), 0o644))
+
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Resume(staged))
+	require.NoError(t, tx.AddDir(ctx, dir))
+	assert.True(t, tx.Resumes("d/0000"))
+	assert.False(t, tx.Resumes("d/0001"))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	got, err := checkComplete(t, d).ReadFile(ctx, "d/0001")
+	require.NoError(t, err)
+	assert.Equal(t, "file 1 version 2", string(got))
+}
