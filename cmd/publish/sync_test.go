@@ -126,3 +126,24 @@ func commitByHand(t *testing.T, s store.Store, files map[string]string) {
 		Manifest: generation.ManifestKey(gen), ManifestSHA256: hex.EncodeToString(msum[:])}, attrs.ETag)
 	require.NoError(t, err)
 }
+
+// A file of DEST moved aside, where the snapshot needs a directory, is put
+// back when a download fails, even though a download below it verified:
+// that one waits for every download, so the directory is not made.
+func TestSyncPutsBackAFileMovedAsideWhenAnotherDownloadFails(t *testing.T) {
+	tg := fileTargets(t)[0]
+	storeDir := filepath.Join(t.TempDir(), "store")
+	url := "file://" + storeDir
+	// The corrupt object is large, so that it fails after the one below
+	// sub verified.
+	big := "snapshot-big-file" + strings.Repeat("x", 4<<20)
+	src := writeTree(t, map[string]string{"big": big, "sub/b.txt": "snapshot-b-file"})
+	tg.ok(t, "put", src, url)
+	corruptObject(t, storeDir, "snapshot-big-file")
+
+	dest := writeTree(t, map[string]string{"sub": "my file named sub"})
+	r := tg.run(t, "sync", url, dest)
+	require.Equal(t, exitError, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	assert.Equal(t, map[string]string{"sub": "my file named sub"}, readTree(t, dest),
+		"a failed download must leave DEST's file in place")
+}
