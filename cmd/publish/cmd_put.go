@@ -302,10 +302,12 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease, start)
 		}
 	}
+	// From here what the journal names may be committed, even by a put
+	// killed before it returns, so no later put may resume it.
+	if err := j.finish(false); err != nil {
+		opts.log().Warn("cannot remove the journal before the commit", "err", err)
+	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{Message: opts.Message, Meta: meta, Fence: fence, FenceLease: fenceLease})
-	// After an unknown outcome the staged objects are kept, and so is the
-	// journal; otherwise they were committed or deleted.
-	j.finish(errors.Is(err, commit.ErrCommitUnknown)) //nolint:errcheck // a journal that cannot be removed is proven wrong by the next put
 	if err != nil {
 		if errors.Is(err, commit.ErrCommitUnknown) {
 			gen := tx.Generation()
