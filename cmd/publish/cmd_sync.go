@@ -180,10 +180,12 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 			what = "failed"
 		}
 		switch {
+		case s.past:
+			// The error says what failed after the downloads.
 		case s.placed > 0:
 			fmt.Fprintf(stderr, "publish: %s; %d of the %s to download are in place in %s, each whole and verified, and no file was deleted: it holds a mix of old and new files, and a sync again downloads only the rest\n",
 				what, s.placed, plural(s.fetching, "file"), dest)
-		case s.fetching > 0 && ctx.Err() != nil:
+		case ctx.Err() != nil:
 			fmt.Fprintf(stderr, "publish: interrupted before a download was in place; no file of %s was replaced or deleted\n", dest)
 		}
 		return describe(opts.URL, err)
@@ -237,8 +239,10 @@ type syncer struct {
 	root *os.Root
 	res  syncResult
 	// fetching is how many files are to be downloaded, placed how many of
-	// them are in place.
+	// them are in place; past says that every download is, and sync went
+	// on to set attributes and delete.
 	fetching, placed int
+	past             bool
 }
 
 func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.Writer) error {
@@ -362,7 +366,8 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 	if err != nil {
 		return err
 	}
-	if placed, err := s.download(ctx, fetch, replaced, blocked, stderr); err != nil {
+	placed, err := s.download(ctx, fetch, replaced, blocked, stderr)
+	if err != nil {
 		s.putBack(aside)
 		// What is in place stays, made durable as on success.
 		dirs := map[string]bool{}
@@ -372,6 +377,7 @@ func (s *syncer) run(ctx context.Context, entries []generation.Entry, stderr io.
 		syncPaths(s.root, slices.Sorted(maps.Keys(dirs)), s.opts.Concurrency) //nolint:errcheck // the download's error is the one to report
 		return err
 	}
+	s.past = true
 	for _, a := range aside {
 		if err := s.root.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("DEST %s: remove: %w", filepath.Join(s.dest, a.tmp), unwrapPathError(err))
