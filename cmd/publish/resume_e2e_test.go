@@ -63,12 +63,13 @@ func withCache(t *testing.T, tg target) (target, string) {
 	return tg, dir
 }
 
-// dataPuts counts the requests that -vv logged writing a file's object
-// (not a manifest) under _gen/.
-func dataPuts(stderr string) int {
+// dataRequests counts the requests of kind op ("put", "get") that -vv
+// logged on a file's object (not a manifest) under _gen/.
+func dataRequests(stderr, op string) int {
+	re := regexp.MustCompile(`msg=request op=` + op + ` key=_gen/[^/ ]+/(\S+)`)
 	n := 0
 	for _, line := range strings.Split(stderr, "\n") {
-		if m := regexp.MustCompile(`msg=request op=put key=_gen/[^/ ]+/(\S+)`).FindStringSubmatch(line); m != nil && m[1] != "_manifest" {
+		if m := re.FindStringSubmatch(line); m != nil && m[1] != "_manifest" {
 			n++
 		}
 	}
@@ -112,7 +113,7 @@ func TestInterruptedPutResumes(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 			assert.Equal(t, kept, res.Resumed)
 			assert.Equal(t, files-kept, res.Summary.Transferred)
-			assert.Equal(t, files-kept, dataPuts(r.stderr), "the files the interrupted put had not staged, uploaded once each")
+			assert.Equal(t, files-kept, dataRequests(r.stderr, "put"), "the files the interrupted put had not staged, uploaded once each")
 
 			out := filepath.Join(t.TempDir(), "out")
 			tg.ok(t, "get", url, out)
@@ -139,22 +140,10 @@ func TestPutNoResumeStartsOver(t *testing.T) {
 	var res putResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 	assert.Zero(t, res.Resumed)
-	assert.Equal(t, 800, dataPuts(r.stderr))
+	assert.Equal(t, 800, dataRequests(r.stderr, "put"))
 	journals, err := os.ReadDir(filepath.Join(cache, "publish", "resume"))
 	require.NoError(t, err)
 	assert.Empty(t, journals)
-}
-
-// dataGets counts the requests that -vv logged reading a file's object
-// (not a manifest) under _gen/.
-func dataGets(stderr string) int {
-	n := 0
-	for _, line := range strings.Split(stderr, "\n") {
-		if m := regexp.MustCompile(`msg=request op=get key=_gen/[^/ ]+/(\S+)`).FindStringSubmatch(line); m != nil && m[1] != "_manifest" {
-			n++
-		}
-	}
-	return n
 }
 
 // Ctrl-C during a sync of 800 files keeps every file it downloaded and
@@ -191,7 +180,7 @@ func TestInterruptedSyncResumes(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 			assert.Len(t, res.Added, files-placed)
 			assert.Equal(t, placed, res.Unchanged+len(res.Attrs))
-			assert.Equal(t, files-placed, dataGets(r.stderr), "the files not in place, downloaded once each")
+			assert.Equal(t, files-placed, dataRequests(r.stderr, "get"), "the files not in place, downloaded once each")
 			assert.Equal(t, tree, readTree(t, dest))
 		})
 	}
