@@ -84,6 +84,10 @@ type Tx struct {
 	stageOnly bool
 	// left is what the last attempt to delete the staged objects left.
 	left *Leftover
+	// scope and replaced are set by ReplacePrefix: the prefix the Tx
+	// replaces and the base's entries under it.
+	scope    string
+	replaced map[string]generation.Entry
 }
 
 // Begin reads the current pointer and starts staging a new generation on

@@ -244,36 +244,23 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 			return probeError(opts.URL, err)
 		}
 	}
-	// The base's paths cost its manifest GET; a put reads it anyway to
-	// reuse files, except with --no-reuse, so only the guards that need
-	// it ask for it.
-	var base map[string]bool
-	var partition map[string]generation.Entry // --into: the files under the prefix
 	kept := 0
 	if opts.Into != "" {
-		// The partition's files are what the guards judge; reading them
-		// through the Tx's entries, not its base snapshot, keeps the rest
-		// of the dataset out of what the commit read (see
-		// commit.Tx.EnableRebase).
-		if partition, kept, err = intoPartition(ctx, tx, opts.Into); err != nil {
-			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-			return describe(opts.URL, err)
-		}
-		base = map[string]bool{}
-		for p := range partition {
-			base[p] = true
-		}
-	}
-	if maxDelete.set && opts.Into == "" {
-		if base, err = baseFiles(ctx, tx); err != nil {
+		if _, kept, err = tx.ReplacePrefix(ctx, opts.Into); err != nil {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			return describe(opts.URL, err)
 		}
 	}
-	if maxDelete.set {
-		if err := maxDelete.check(base, files); err != nil {
+	if maxDelete != nil {
+		// The files it replaces cost the base manifest's GET, which a put
+		// reads anyway to reuse files, except with --no-reuse.
+		replaced, err := tx.Replaced(ctx)
+		if err == nil {
+			err = checkMaxDelete(*maxDelete, replaced, files)
+		}
+		if err != nil {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
-			return err
+			return describe(opts.URL, err)
 		}
 	}
 	j := resumeJournal(opts, tx)
@@ -287,12 +274,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		return keepOrDiscard(ctx, opts, tx, j, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
 	if !opts.AllowUnchanged {
-		var same bool
-		if opts.Into != "" {
-			same, err = unchangedInto(ctx, tx, files, partition)
-		} else {
-			same, err = unchanged(ctx, tx, files, base)
-		}
+		same, err := tx.Unchanged(ctx)
 		if err != nil {
 			return keepOrDiscard(ctx, opts, tx, j, err, stderr)
 		}
@@ -617,59 +599,6 @@ func (o *fenceFlags) fromEnv(cmd *cobra.Command) error {
 	return nil
 }
 
-// baseFiles returns the paths of the generation tx builds on, or nil for a
-// first commit.
-func baseFiles(ctx context.Context, tx *commit.Tx) (map[string]bool, error) {
-	if tx.Base() == nil {
-		return nil, nil
-	}
-	snap, err := tx.BaseSnapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(snap.Files()))
-	for _, e := range snap.Files() {
-		out[e.Path] = true
-	}
-	return out, nil
-}
-
-// unchanged reports whether the staged files are exactly the current
-// generation: every file matched it, with the same mode (so the reuse has
-// read its manifest), it has no other files, and its objects are all still
-// there. The check
-// uploads damaged ones again; then the put is a change that repairs the
-// dataset. base is the current generation's paths, or nil if not read yet.
-func unchanged(ctx context.Context, tx *commit.Tx, files []srcFile, base map[string]bool) (bool, error) {
-	if tx.Base() == nil || tx.Reused() != len(files) {
-		return false, nil
-	}
-	if base == nil {
-		var err error
-		if base, err = baseFiles(ctx, tx); err != nil {
-			return false, err
-		}
-	}
-	if len(files) != len(base) {
-		return false, nil
-	}
-	// The same content with another mode is a change; a modification time
-	// alone is not (see the help).
-	snap, err := tx.BaseSnapshot(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, e := range tx.Entries() {
-		if old, ok := snap.Manifest.Find(e.Path); !ok || old.Mode != e.Mode {
-			return false, nil
-		}
-	}
-	if err := tx.VerifyReferences(ctx); err != nil {
-		return false, err
-	}
-	return tx.Repaired() == 0, nil
-}
-
 // reportUnchanged says that SRC is the current generation already.
 // A fencing token was registered all the same.
 func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile, fence uint64, fenceLease string, start time.Time) error {
@@ -691,74 +620,30 @@ func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, file
 	return nil
 }
 
-// maxDelete is --max-delete: at most n files, or pct percent of the
-// current generation's, may be dropped. The zero value allows any.
-type maxDelete struct {
-	set     bool
-	n       int
-	percent bool
-}
-
-func parseMaxDelete(v string) (maxDelete, error) {
+// parseMaxDelete reads --max-delete; nil when it is not set.
+func parseMaxDelete(v string) (*commit.DeleteLimit, error) {
 	if v == "" {
-		return maxDelete{}, nil
+		return nil, nil
 	}
-	num, percent := strings.CutSuffix(v, "%")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 || percent && n > 100 {
-		return maxDelete{}, usagef("--max-delete %q: want a number of files, or a percentage from 0%% to 100%%", v)
+	l, err := commit.ParseDeleteLimit(v)
+	if err != nil {
+		return nil, usagef("--max-delete %q: want a number of files, or a percentage from 0%% to 100%%", v)
 	}
-	return maxDelete{set: true, n: n, percent: percent}, nil
+	return &l, nil
 }
 
-// check refuses a put that drops more of base's files than allowed.
-func (m maxDelete) check(base map[string]bool, files []srcFile) error {
-	if !m.set || len(base) == 0 {
-		return nil
+// checkMaxDelete refuses a put of files that drops more of the files it
+// replaces than --max-delete allows, before anything is written.
+func checkMaxDelete(l commit.DeleteLimit, replaced map[string]generation.Entry, files []srcFile) error {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.path
 	}
-	kept := 0
-	for _, f := range files {
-		if base[f.path] {
-			kept++
-		}
-	}
-	dropped := len(base) - kept
-	limit := m.n
-	if m.percent {
-		limit = len(base) * m.n / 100
-	}
-	if dropped > limit {
-		return fmt.Errorf("refusing to publish: it would drop %d of the current generation's %d files, more than --max-delete %s allows; nothing was written", dropped, len(base), m.String())
+	var e *commit.DeleteLimitError
+	if err := l.Check(replaced, paths); errors.As(err, &e) {
+		return fmt.Errorf("refusing to publish: it would drop %d of the current generation's %d files, more than --max-delete %s allows; nothing was written", e.Dropped, e.Replaced, e.Limit)
+	} else if err != nil {
+		return err
 	}
 	return nil
-}
-
-func (m maxDelete) String() string {
-	if m.percent {
-		return strconv.Itoa(m.n) + "%"
-	}
-	return strconv.Itoa(m.n)
-}
-
-// unchangedInto is unchanged for a put --into: the staged files are
-// exactly the partition's (the base's entries under the prefix), with the
-// same modes, and their objects are all still there.
-func unchangedInto(ctx context.Context, tx *commit.Tx, files []srcFile, base map[string]generation.Entry) (bool, error) {
-	if tx.Base() == nil || tx.Reused() != len(files) || len(files) != len(base) {
-		return false, nil
-	}
-	for _, e := range tx.Entries() {
-		if old, ok := base[e.Path]; ok && old.Mode != e.Mode {
-			return false, nil
-		}
-	}
-	for _, f := range files {
-		if _, ok := base[f.path]; !ok {
-			return false, nil
-		}
-	}
-	if err := tx.VerifyReferences(ctx); err != nil {
-		return false, err
-	}
-	return tx.Repaired() == 0, nil
 }

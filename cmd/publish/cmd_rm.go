@@ -89,7 +89,7 @@ func runRm(ctx context.Context, opts rmOptions, stdout, stderr io.Writer) error 
 		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 		return describe(opts.URL, commit.ErrNoCommits)
 	}
-	removed, kept, err := intoPartition(ctx, tx, opts.Into)
+	removed, kept, err := tx.ReplacePrefix(ctx, opts.Into)
 	if err != nil {
 		tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 		return describe(opts.URL, err)

@@ -25,7 +25,7 @@ import (
 // lacks removed. It writes nothing to the store: no staging, no lease, no
 // fencing token, no probe. Whether the reused objects still exist is not
 // checked (a put would check, and upload a missing one again).
-func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete maxDelete, stdout, stderr io.Writer, start time.Time) error {
+func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete *commit.DeleteLimit, stdout, stderr io.Writer, start time.Time) error {
 	d, err := opts.openDataset(ctx, opts.URL)
 	if err != nil {
 		return err
@@ -38,12 +38,8 @@ func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete 
 	if base.snap != nil {
 		res.Seq, res.Generation, res.Parent = base.snap.Seq(), base.snap.Generation(), base.snap.Pointer.Parent
 	}
-	if maxDelete.set {
-		paths := make(map[string]bool, len(base.files))
-		for p := range base.files {
-			paths[p] = true
-		}
-		if err := maxDelete.check(paths, files); err != nil {
+	if maxDelete != nil {
+		if err := checkMaxDelete(*maxDelete, base.files, files); err != nil {
 			return err
 		}
 	}
