@@ -3,8 +3,9 @@
 # (versitygw for S3, fake-gcs-server for Cloud Storage, from tools/go.mod)
 # into .cache/bin and installs the Azure Blob test server (Azurite, from
 # tools/azurite) into .cache/azurite, runs the static checks (building
-# staticcheck and golangci-lint the same way), then every test with the
-# race detector. Tests start their own server instances on
+# staticcheck and golangci-lint the same way) and govulncheck, then every
+# test with the race detector. Built tools are kept between runs in the
+# tool cache (scripts/tools.sh). Tests start their own server instances on
 # loopback; a test that needs a server fails if it cannot start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,6 @@ export COMMITPTR_FAKE_GCS_SERVER="$PWD/.cache/bin/fake-gcs-server"
 install_clients
 
 static_checks
+vulncheck
 echo "==> go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...

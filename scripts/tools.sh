@@ -1,14 +1,53 @@
 # Sourced by scripts/test.sh and scripts/mutants.sh, from the repository
 # root: builds the tools pinned in tools/go.mod into .cache/bin once.
 
-# build_tool BIN PACKAGE builds PACKAGE from the tools module into
-# .cache/bin/BIN unless it is there already.
+# tool_cache names the directory that keeps built tools between runs,
+# outside the checkout: below COMMITPTR_TOOL_CACHE (default the user's cache
+# directory), one directory per content of the tools modules and Go
+# version, so that a change of either builds the tools afresh.
+tool_cache() {
+	local key
+	key=$(cat tools/go.mod tools/go.sum tools/vuln/go.mod tools/vuln/go.sum | sha256sum | cut -c1-16)
+	echo "${COMMITPTR_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/commitptr/tools}/$key-$(go env GOVERSION GOOS GOARCH | paste -sd-)"
+}
+
+# build_tool BIN PACKAGE [MODULE] builds PACKAGE from the tools module
+# MODULE (default tools) into .cache/bin/BIN unless it is there already,
+# taking it from the tool cache when it holds it, and leaving it there.
 build_tool() {
 	mkdir -p .cache/bin
-	if [ ! -x ".cache/bin/$1" ]; then
-		echo "==> building $1 (pinned in tools/go.mod)"
-		(cd tools && go build -o "../.cache/bin/$1" "$2")
+	[ -x ".cache/bin/$1" ] && return
+	local cached
+	cached="$(tool_cache)/$1"
+	if [ -x "$cached" ]; then
+		cp "$cached" ".cache/bin/$1"
+		return
 	fi
+	echo "==> building $1 (pinned in ${3:-tools}/go.mod)"
+	(cd "${3:-tools}" && go build -o "$OLDPWD/.cache/bin/$1" "$2")
+	# The cache is a convenience: a run that cannot fill it goes on.
+	mkdir -p "$(dirname "$cached")" 2>/dev/null &&
+		cp ".cache/bin/$1" "$cached.$$" 2>/dev/null && mv "$cached.$$" "$cached" || true
+}
+
+# vulncheck runs govulncheck on every package against the Go vulnerability
+# database at the version pinned in tools/vuln/go.mod, indexed offline by
+# the database's own indexdb. A called vulnerability in a module fails; one
+# in the standard library is reported with the Go release that fixes it,
+# as the toolchain is the machine's (scripts/vulngate.py).
+vulncheck() {
+	build_tool govulncheck golang.org/x/vuln/cmd/govulncheck tools/vuln
+	local db=.cache/vulndb version src
+	version=$(cd tools/vuln && go list -m -f '{{.Version}}' golang.org/x/vulndb)
+	if [ "$(cat "$db/version" 2>/dev/null)" != "$version" ]; then
+		build_tool vulndb-index golang.org/x/vulndb/cmd/indexdb tools/vuln
+		src=$(cd tools/vuln && go mod download golang.org/x/vulndb && go list -m -f '{{.Dir}}' golang.org/x/vulndb)
+		rm -rf "$db"
+		.cache/bin/vulndb-index -vulns "$src/data/osv" -out "$db"
+		echo "$version" >"$db/version"
+	fi
+	echo "==> govulncheck (database $version)"
+	.cache/bin/govulncheck -db "file://$PWD/$db" -format json ./... | python3 scripts/vulngate.py
 }
 
 # use_versitygw points COMMITPTR_VERSITYGW at the S3 test server, building
