@@ -21,8 +21,9 @@
 // a range of a file cannot be verified alone: the first open of a large
 // file waits for all of it.
 //
-// With Follow, the pointer is read every Options.Refresh; when it names a
-// new generation, the root shows it at once: the root's entries are never
+// With Follow, the pointer (or, for a tag, the tag) is read every
+// Options.Refresh; when it names a new generation, the root shows it at
+// once: the root's entries are never
 // cached by the kernel, and every lookup from the root resolves in the
 // current generation. Below the root, each generation has inodes of its
 // own, so a file or directory already open stays in its generation, whose
@@ -55,7 +56,8 @@ var ErrNoFUSE = errors.New("FUSE is not available")
 type Options struct {
 	// Ref names the snapshot to show; the zero Ref is the current one.
 	Ref commit.Ref
-	// Follow shows each new commit as it lands. Ref must be current.
+	// Follow shows each new commit as it lands, or with a tag Ref each
+	// generation the tag is moved to. Ref must be current or a tag.
 	Follow bool
 	// Refresh is how often the pointer is read when following; the
 	// default is five seconds.
@@ -108,8 +110,8 @@ type FS struct {
 // Mount resolves opts.Ref in d, pins it, and mounts it read-only at dir,
 // an existing directory. It returns once the file system answers.
 func Mount(ctx context.Context, d *commit.Dataset, dir string, opts Options) (*FS, error) {
-	if opts.Follow && opts.Ref.Kind != commit.RefCurrent {
-		return nil, fmt.Errorf("mount: follow shows the current snapshot; %s names one that does not move", opts.Ref)
+	if opts.Follow && !movable(opts.Ref) {
+		return nil, fmt.Errorf("mount: follow shows the current snapshot or a tag's; %s names one that does not move", opts.Ref)
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = 5 * time.Second
@@ -291,25 +293,29 @@ func (m *FS) loop() {
 	}
 }
 
-// refresh reads the pointer and, when it names a new generation, makes it
-// the root's.
+// movable reports whether r names a snapshot that can change: the
+// current one, or a tag's.
+func movable(r commit.Ref) bool { return r.Kind == commit.RefCurrent || r.Kind == commit.RefTag }
+
+// refresh reads the pointer, or the tag followed, and when it names a new
+// generation, makes it the root's.
 func (m *FS) refresh() {
 	ctx, cancel := context.WithTimeout(m.life, m.opts.Refresh+time.Minute)
 	defer cancel()
-	p, _, err := pointer.Read(ctx, m.d.Store())
+	gen, open, err := m.head(ctx)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			m.log.Warn("mount: cannot read the pointer; still showing the last generation read", "err", err)
+			m.log.Warn("mount: cannot read what it follows; still showing the last generation read", "ref", m.opts.Ref, "err", err)
 		}
 		return
 	}
 	old := m.current()
-	if p.Generation == old.snap.Generation() {
+	if gen == old.snap.Generation() {
 		return
 	}
-	snap, err := m.d.OpenPointer(ctx, p)
+	snap, err := open()
 	if err != nil {
-		m.log.Warn("mount: cannot open the new generation; still showing the last one read", "seq", p.Seq, "generation", p.Generation, "err", err)
+		m.log.Warn("mount: cannot open the new generation; still showing the last one read", "generation", gen, "err", err)
 		return
 	}
 	t := m.newTree(snap)
@@ -319,6 +325,23 @@ func (m *FS) refresh() {
 	m.mu.Unlock()
 	m.cur.Store(t)
 	m.log.Info("mount: now showing", "seq", snap.Seq(), "generation", snap.Generation())
+}
+
+// head reads the generation the followed ref names now, and returns a
+// function that opens its snapshot.
+func (m *FS) head(ctx context.Context) (string, func() (*commit.Snapshot, error), error) {
+	if m.opts.Ref.Kind == commit.RefTag {
+		t, err := m.d.ReadTag(ctx, m.opts.Ref.Name)
+		if err != nil {
+			return "", nil, err
+		}
+		return t.Generation, func() (*commit.Snapshot, error) { return m.d.OpenRef(ctx, m.opts.Ref) }, nil
+	}
+	p, _, err := pointer.Read(ctx, m.d.Store())
+	if err != nil {
+		return "", nil, err
+	}
+	return p.Generation, func() (*commit.Snapshot, error) { return m.d.OpenPointer(ctx, p) }, nil
 }
 
 func (m *FS) renewPins() {

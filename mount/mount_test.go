@@ -307,6 +307,41 @@ func TestMountFollowShowsNewCommitsWhileOpenFilesKeepTheirGeneration(t *testing.
 	require.Equal(t, m.Snapshot().Generation(), gen)
 }
 
+func TestMountFollowingATagShowsEachMoveOfTheTagOnly(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(storeNamed(t, "fs"))
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"a.txt": "one"})
+	first := commitDir(t, d, src)
+	_, err := first.Tag(ctx, "stable", false)
+	require.NoError(t, err)
+	// The refreshes are the test's own, so what each one shows is known.
+	m, dir, logs := mountT(t, d, Options{Ref: commit.TagRef("stable"), Follow: true, Refresh: time.Hour})
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "a.txt"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "one", read())
+
+	writeFiles(t, src, map[string]string{"a.txt": "two"})
+	second := commitDir(t, d, src)
+	m.refresh()
+	require.Equal(t, first.Generation(), m.Snapshot().Generation(), "a commit does not move the tag")
+	require.Equal(t, "one", read())
+
+	_, err = second.Tag(ctx, "stable", true)
+	require.NoError(t, err)
+	m.refresh()
+	require.Equal(t, second.Generation(), m.Snapshot().Generation(), "the tag moved")
+	require.Equal(t, "two", read())
+
+	require.NoError(t, d.DeleteTag(ctx, "stable"))
+	m.refresh()
+	require.Equal(t, second.Generation(), m.Snapshot().Generation(), "a deleted tag leaves the last generation shown")
+	require.Contains(t, logs.String(), "cannot read what it follows")
+}
+
 func TestMountUnmountReleasesItsPinsAndLeavesNoMount(t *testing.T) {
 	s := storeNamed(t, "fs")
 	d := commit.New(s)

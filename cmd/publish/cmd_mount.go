@@ -52,8 +52,9 @@ per range, so the first open of a large file waits for all of it. The
 cache keeps --cache-size of files not open, least recently used first
 out; a file that is open keeps its copy until it is closed.
 
-With --follow, the pointer is read every --refresh, and a new commit
-replaces the whole tree at once: every path looked up from MOUNTPOINT
+With --follow, the pointer is read every --refresh (with --ref tag:NAME,
+the tag), and a new commit (or the tag moved) replaces the whole tree at
+once: every path looked up from MOUNTPOINT
 after the switch is in the new generation, while files and directories
 already open stay in theirs (which stays pinned until they are closed).
 
@@ -67,6 +68,7 @@ mount fails with status 7.` + exitStatus(exitOK, exitError, exitUsage, exitNoFUS
 		Example: `  mkdir -p /mnt/daily && publish mount s3://bucket/daily /mnt/daily
   publish mount --ref @42 s3://bucket/daily /mnt/daily-42
   publish mount --follow --refresh 10s s3://bucket/daily /mnt/daily
+  publish mount --follow --ref tag:stable s3://bucket/daily /mnt/stable
   sha256sum /mnt/daily/report.csv; diff -r /mnt/daily ./daily`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,7 +77,7 @@ mount fails with status 7.` + exitStatus(exitOK, exitError, exitUsage, exitNoFUS
 		},
 	}
 	cmd.Flags().StringVar(&opts.Ref, "ref", "current", "the snapshot to mount: `current|@SEQ|tag:NAME|gen:ID`")
-	cmd.Flags().BoolVar(&opts.Follow, "follow", false, "show each new commit as it lands (with --ref current)")
+	cmd.Flags().BoolVar(&opts.Follow, "follow", false, "show each new commit as it lands (--ref current), or each move of the tag (--ref tag:NAME)")
 	cmd.Flags().DurationVar(&opts.Refresh, "refresh", 5*time.Second, "with --follow, read the pointer this often")
 	cmd.Flags().StringVar(&opts.CacheSize, "cache-size", "256MiB", "the verified copies of files not open to keep, at most (`SIZE`: bytes, or with KiB, MiB, GiB)")
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", "", "where the copies are kept, as unlinked files (default $TMPDIR or /tmp)")
@@ -107,8 +109,8 @@ func runMount(ctx context.Context, opts mountOptions, stdout io.Writer) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	if opts.Follow && ref.Kind != commit.RefCurrent {
-		return usagef("--follow shows the current snapshot; --ref %s names one that does not move", opts.Ref)
+	if opts.Follow && ref.Kind != commit.RefCurrent && ref.Kind != commit.RefTag {
+		return usagef("--follow shows the current snapshot or a tag's; --ref %s names one that does not move", opts.Ref)
 	}
 	if opts.Refresh <= 0 {
 		return usagef("--refresh must be positive")
