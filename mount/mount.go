@@ -79,6 +79,10 @@ type Options struct {
 	// Logger receives warnings and the files that fail verification;
 	// the default discards.
 	Logger *slog.Logger
+	// AllowOther lets users other than the one mounting read the files,
+	// as their recorded permission bits allow (the kernel checks them).
+	// A user other than root needs user_allow_other in /etc/fuse.conf.
+	AllowOther bool
 }
 
 // FS is a mounted snapshot. Unmount it to release its pins.
@@ -163,8 +167,13 @@ func Mount(ctx context.Context, d *commit.Dataset, dir string, opts Options) (*F
 			DirectMountFlags: directMountFlags,
 			MaxReadAhead:     1 << 20,
 			DisableXAttrs:    true,
+			AllowOther:       opts.AllowOther,
 		},
 		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+	}
+	if opts.AllowOther {
+		// Other users are held to the files' permission bits.
+		fo.MountOptions.Options = append(fo.MountOptions.Options, "default_permissions")
 	}
 	if opts.Follow {
 		// The root's entries and attributes are not cached, so that a

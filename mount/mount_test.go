@@ -342,6 +342,47 @@ func TestMountFollowingATagShowsEachMoveOfTheTagOnly(t *testing.T) {
 	require.Contains(t, logs.String(), "cannot read what it follows")
 }
 
+// asNobody runs cat on path as the user nobody and returns its output,
+// or the error.
+func asNobody(t *testing.T, path string) (string, error) {
+	t.Helper()
+	require.Equal(t, 0, os.Getuid(), "reading as another user needs root")
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", path).CombinedOutput()
+	return string(out), err
+}
+
+// openTempDirs lets every user through the directories t.TempDir made
+// above dir (0700 by default).
+func openTempDirs(t *testing.T, dir string) {
+	t.Helper()
+	for d := filepath.Dir(dir); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+}
+
+func TestMountAllowOtherLetsOtherUsersReadAsThePermissionBitsAllow(t *testing.T) {
+	d := commit.New(storeNamed(t, "fs"))
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"public.txt": "for all\n", "private.txt": "mine\n"})
+	require.NoError(t, os.Chmod(filepath.Join(src, "private.txt"), 0o600))
+	commitDir(t, d, src)
+
+	_, dir, _ := mountT(t, d, Options{AllowOther: true})
+	openTempDirs(t, dir)
+	out, err := asNobody(t, filepath.Join(dir, "public.txt"))
+	require.NoError(t, err, out)
+	require.Equal(t, "for all\n", out)
+	out, err = asNobody(t, filepath.Join(dir, "private.txt"))
+	require.Error(t, err, "a file of mode 0600 is the mounting user's only")
+	require.Contains(t, out, "Permission denied")
+
+	_, closed, _ := mountT(t, d, Options{})
+	openTempDirs(t, closed)
+	out, err = asNobody(t, filepath.Join(closed, "public.txt"))
+	require.Error(t, err, "without AllowOther, no other user reads")
+	require.Contains(t, out, "Permission denied")
+}
+
 func TestMountUnmountReleasesItsPinsAndLeavesNoMount(t *testing.T) {
 	s := storeNamed(t, "fs")
 	d := commit.New(s)

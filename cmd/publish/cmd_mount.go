@@ -18,12 +18,13 @@ import (
 
 type mountOptions struct {
 	*globalOptions
-	URL, Dir  string
-	Ref       string
-	Follow    bool
-	Refresh   time.Duration
-	CacheSize string
-	CacheDir  string
+	URL, Dir   string
+	Ref        string
+	Follow     bool
+	Refresh    time.Duration
+	CacheSize  string
+	CacheDir   string
+	AllowOther bool
 }
 
 func newMountCommand(g *globalOptions) *cobra.Command {
@@ -62,6 +63,11 @@ A mount point still in use when the mount ends (a process has a file or
 its working directory in it) is detached lazily: it leaves the mount
 table at once, and those processes get errors.
 
+Only the user who mounts can read the files, unless --allow-other: then
+every user can, as the files' recorded permission bits allow (the kernel
+checks them; the files are owned by the user who mounts). A user other
+than root needs user_allow_other in /etc/fuse.conf for it.
+
 Mounting needs /dev/fuse and the right to mount: root mounts directly;
 another user needs fusermount3 (Debian's package fuse3). Without them,
 mount fails with status 7.` + exitStatus(exitOK, exitError, exitUsage, exitNoFUSE),
@@ -81,6 +87,7 @@ mount fails with status 7.` + exitStatus(exitOK, exitError, exitUsage, exitNoFUS
 	cmd.Flags().DurationVar(&opts.Refresh, "refresh", 5*time.Second, "with --follow, read the pointer this often")
 	cmd.Flags().StringVar(&opts.CacheSize, "cache-size", "256MiB", "the verified copies of files not open to keep, at most (`SIZE`: bytes, or with KiB, MiB, GiB)")
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", "", "where the copies are kept, as unlinked files (default $TMPDIR or /tmp)")
+	cmd.Flags().BoolVar(&opts.AllowOther, "allow-other", false, "let other users read the files, as their permission bits allow")
 	return cmd
 }
 
@@ -131,6 +138,7 @@ func runMount(ctx context.Context, opts mountOptions, stdout io.Writer) error {
 		Ref: ref, Follow: opts.Follow, Refresh: opts.Refresh,
 		CacheBytes: cacheBytes, CacheDir: opts.CacheDir,
 		Owner: "publish mount " + dir, FsName: redact(opts.URL), Logger: opts.log(),
+		AllowOther: opts.AllowOther,
 	})
 	if err != nil {
 		return describe(opts.URL, err)

@@ -25,14 +25,22 @@ import (
 // isMounted reports whether dir is a mount point in /proc/self/mounts.
 func isMounted(t *testing.T, dir string) bool {
 	t.Helper()
+	_, ok := mountFlags(t, dir)
+	return ok
+}
+
+// mountFlags returns the options of the mount at dir, as
+// /proc/self/mounts lists them, and whether dir is a mount point.
+func mountFlags(t *testing.T, dir string) ([]string, bool) {
+	t.Helper()
 	b, err := os.ReadFile("/proc/self/mounts")
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[1] == dir {
-			return true
+		if f := strings.Fields(line); len(f) > 3 && f[1] == dir {
+			return strings.Split(f[3], ","), true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // mountProcess is a publish mount running at dir.
@@ -113,7 +121,11 @@ func TestMountDiffsEmptyAgainstGetAndUnmountsOnSignals(t *testing.T) {
 			tg.ok(t, "get", url, filepath.Join(got, "current"))
 			tg.ok(t, "get", "--seq", "1", url, filepath.Join(got, "1"))
 			cur := startMount(t, tg, syscall.SIGTERM, url).dir
-			one := startMount(t, tg, syscall.SIGINT, "--ref", "@1", url).dir
+			one := startMount(t, tg, syscall.SIGINT, "--ref", "@1", "--allow-other", url).dir
+			opts, _ := mountFlags(t, one)
+			require.Subset(t, opts, []string{"allow_other", "default_permissions"}, "--allow-other")
+			opts, _ = mountFlags(t, cur)
+			require.NotContains(t, opts, "allow_other")
 
 			for want, dir := range map[string]string{filepath.Join(got, "current"): cur, filepath.Join(got, "1"): one} {
 				require.Empty(t, shell(t, "", fmt.Sprintf("diff -r '%s' '%s'", want, dir)))
