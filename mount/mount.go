@@ -45,7 +45,6 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/pointer"
-	"github.com/commitptr/commitptr/store"
 )
 
 // ErrNoFUSE means FUSE cannot be used here: the kernel has no FUSE device,
@@ -94,6 +93,7 @@ type FS struct {
 
 	srv         *fuse.Server
 	cache       *cache
+	pins        *commit.PinHolder // nil when nothing is pinned
 	rootTimeout time.Duration
 	inos        atomic.Uint64
 
@@ -148,6 +148,9 @@ func Mount(ctx context.Context, d *commit.Dataset, dir string, opts Options) (*F
 		life: life, stop: stop, loopDone: make(chan struct{})}
 	m.inos.Store(rootIno)
 	m.cache = newCache(life, opts.CacheDir, opts.CacheBytes)
+	if opts.PinTTL > 0 {
+		m.pins = commit.NewPinHolder(opts.PinTTL, opts.Owner, opts.Logger)
+	}
 
 	snap, err := d.OpenRef(ctx, opts.Ref)
 	if err != nil {
@@ -241,20 +244,20 @@ func (m *FS) newTree(snap *commit.Snapshot) *tree {
 	})
 }
 
-// pin pins t's generation; a store that refuses (a read-only role) leaves
-// it unpinned, readable while the collector retains it.
+// pin holds t's generation pinned until unpin; a store that refuses (a
+// read-only role) leaves it unpinned, readable while the collector
+// retains it.
 func (m *FS) pin(ctx context.Context, t *tree) {
-	if m.opts.PinTTL < 0 {
-		return
+	if m.pins != nil {
+		m.pins.Hold(ctx, t.snap)
 	}
-	p, err := t.snap.Pin(context.WithoutCancel(ctx), m.opts.PinTTL, m.opts.Owner)
-	if err != nil {
-		m.log.Warn("mount: cannot pin the generation it shows", "generation", t.snap.Generation(), "seq", t.snap.Seq(), "err", err)
-		return
+}
+
+// unpin drops the hold pin took on t's generation.
+func (m *FS) unpin(ctx context.Context, t *tree) {
+	if m.pins != nil {
+		m.pins.Drop(ctx, t.snap.Generation())
 	}
-	m.mu.Lock()
-	t.pin = p
-	m.mu.Unlock()
 }
 
 // closed is called when a file handle of t closes.
@@ -356,76 +359,39 @@ func (m *FS) head(ctx context.Context) (string, func() (*commit.Snapshot, error)
 func (m *FS) renewPins() {
 	ctx, cancel := context.WithTimeout(m.life, m.opts.PinTTL/3)
 	defer cancel()
-	m.mu.Lock()
-	trees := append([]*tree{m.current()}, m.old...)
-	m.mu.Unlock()
-	for _, t := range trees {
-		m.mu.Lock()
-		p := t.pin
-		m.mu.Unlock()
-		if p == nil {
-			m.pin(ctx, t)
-			continue
-		}
-		if err := p.Renew(ctx); err != nil {
-			m.log.Warn("mount: cannot renew a pin; pinning the generation again", "pin", p.Key, "err", err)
-			m.mu.Lock()
-			t.pin = nil
-			m.mu.Unlock()
-			if !errors.Is(err, context.Canceled) {
-				m.pin(ctx, t)
-			}
-		}
-	}
+	m.pins.Renew(ctx)
 }
 
 // dropIdle unpins the generations no longer current that have no file
 // open.
 func (m *FS) dropIdle() {
 	m.mu.Lock()
-	var release []*commit.Pin
+	var idle []*tree
 	keep := m.old[:0]
 	for _, t := range m.old {
 		if t.open.Load() > 0 {
 			keep = append(keep, t)
-			continue
-		}
-		if t.pin != nil {
-			release = append(release, t.pin)
-			t.pin = nil
+		} else {
+			idle = append(idle, t)
 		}
 	}
 	clear(m.old[len(keep):])
 	m.old = keep
 	m.mu.Unlock()
-	if len(release) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(m.life, time.Minute)
 	defer cancel()
-	for _, p := range release {
-		if err := p.Release(ctx); err != nil {
-			m.log.Warn("mount: cannot release a pin; it expires by itself", "pin", p.Key, "err", err)
-		}
+	for _, t := range idle {
+		m.unpin(ctx, t)
 	}
 }
 
 // releasePins deletes every pin the mount holds.
 func (m *FS) releasePins(ctx context.Context) error {
-	m.mu.Lock()
-	var pins []*commit.Pin
-	for _, t := range append([]*tree{m.current()}, m.old...) {
-		if t != nil && t.pin != nil {
-			pins = append(pins, t.pin)
-			t.pin = nil
-		}
+	if m.pins == nil {
+		return nil
 	}
-	m.mu.Unlock()
-	var errs []error
-	for _, p := range pins {
-		if err := p.Release(ctx); err != nil && !errors.Is(err, store.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("mount: release pin %s: %w", p.Key, err))
-		}
+	if err := m.pins.Close(ctx); err != nil {
+		return fmt.Errorf("mount: release pins: %w", err)
 	}
-	return errors.Join(errs...)
+	return nil
 }

@@ -28,8 +28,6 @@ type tree struct {
 	// open counts the file handles of this generation; a generation no
 	// longer current is unpinned once it drops to zero.
 	open atomic.Int64
-	// pin is guarded by FS.mu.
-	pin *commit.Pin
 }
 
 type dir struct {

@@ -22,7 +22,7 @@ type snapshots struct {
 	d       *commit.Dataset
 	refresh time.Duration
 	pinTTL  time.Duration
-	owner   string
+	pins    *commit.PinHolder // nil when nothing is pinned
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -50,7 +50,10 @@ type snapshots struct {
 type cached struct {
 	snap     *commit.Snapshot
 	lastUsed time.Time
-	pin      *commit.Pin // nil when the pin could not be written
+	// held is set once the pin holder holds snap for this entry: whoever
+	// ends the entry then drops the hold, its remover if set, else the
+	// request that took it.
+	held bool
 }
 
 type tagged struct {
@@ -60,11 +63,15 @@ type tagged struct {
 
 func newSnapshots(d *commit.Dataset, o *Options) *snapshots {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &snapshots{
-		d: d, refresh: o.Refresh, pinTTL: o.PinTTL, owner: o.Owner, log: o.Logger, now: time.Now,
+	s := &snapshots{
+		d: d, refresh: o.Refresh, pinTTL: o.PinTTL, log: o.Logger, now: time.Now,
 		aheadCtx: ctx, aheadCancel: cancel,
 		byGen: map[string]*cached{}, bySeq: map[uint64]string{}, tags: map[string]tagged{},
 	}
+	if o.PinTTL > 0 {
+		s.pins = commit.NewPinHolder(o.PinTTL, o.Owner, o.Logger)
+	}
+	return s
 }
 
 // resolve returns the snapshot ref names.
@@ -236,17 +243,14 @@ func (s *snapshots) remember(ctx context.Context, snap *commit.Snapshot) *commit
 	s.byGen[gen] = c
 	s.bySeq[snap.Seq()] = gen
 	s.mu.Unlock()
-	if s.pinTTL > 0 {
-		// The pin outlives the request that brought the generation in.
-		pin, err := snap.Pin(context.WithoutCancel(ctx), s.pinTTL, s.owner)
-		if err != nil {
-			// Serving goes on: the generation is readable while the
-			// collector retains it, as for any reader without a pin.
-			s.log.Warn("serve: cannot pin the generation it serves", "generation", gen, "seq", snap.Seq(), "err", err)
-		} else {
-			s.mu.Lock()
-			c.pin = pin
-			s.mu.Unlock()
+	if s.pins != nil {
+		s.pins.Hold(ctx, snap)
+		s.mu.Lock()
+		kept := s.byGen[gen] == c
+		c.held = kept
+		s.mu.Unlock()
+		if !kept {
+			s.pins.Drop(ctx, gen)
 		}
 	}
 	return snap
@@ -263,31 +267,24 @@ func (s *snapshots) maintain(ctx context.Context) {
 	s.curMu.Unlock()
 	now := s.now()
 	s.mu.Lock()
-	var renew, release []*commit.Pin
+	var forget []string
 	for gen, c := range s.byGen {
 		if gen != curGen && now.Sub(c.lastUsed) >= s.pinTTL {
 			delete(s.byGen, gen)
 			delete(s.bySeq, c.snap.Seq())
-			if c.pin != nil {
-				release = append(release, c.pin)
+			if c.held {
+				forget = append(forget, gen)
 			}
-			continue
-		}
-		if c.pin != nil {
-			renew = append(renew, c.pin)
 		}
 	}
 	s.mu.Unlock()
-	for _, p := range renew {
-		if err := p.Renew(ctx); err != nil {
-			s.log.Warn("serve: cannot renew a pin", "pin", p.Key, "err", err)
-		}
+	if s.pins == nil {
+		return
 	}
-	for _, p := range release {
-		if err := p.Release(ctx); err != nil {
-			s.log.Warn("serve: cannot release a pin", "pin", p.Key, "err", err)
-		}
+	for _, gen := range forget {
+		s.pins.Drop(ctx, gen)
 	}
+	s.pins.Renew(ctx)
 }
 
 // releaseAll stops the reads ahead and deletes every pin the server holds.
@@ -297,18 +294,8 @@ func (s *snapshots) releaseAll(ctx context.Context) error {
 	s.curMu.Unlock()
 	s.aheadCancel()
 	s.aheadWG.Wait()
-	s.mu.Lock()
-	var pins []*commit.Pin
-	for _, c := range s.byGen {
-		if c.pin != nil {
-			pins = append(pins, c.pin)
-			c.pin = nil
-		}
+	if s.pins == nil {
+		return nil
 	}
-	s.mu.Unlock()
-	var errs []error
-	for _, p := range pins {
-		errs = append(errs, p.Release(ctx))
-	}
-	return errors.Join(errs...)
+	return s.pins.Close(ctx)
 }

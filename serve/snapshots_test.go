@@ -13,9 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // pointerGate is a store whose reads of the pointer the test controls: it
@@ -197,4 +199,97 @@ func TestServeNeverTakesAnOlderPointerFromALateReadAhead(t *testing.T) {
 	setClock(11 * time.Second)
 	require.Equal(t, gen2, currentSoon(t, s))
 	require.Equal(t, 3, gate.count())
+}
+
+// pinKeys lists the pins of the store.
+func pinKeys(t *testing.T, s store.Store) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range store.List(context.Background(), s, commit.PinDir, "", "") {
+		require.NoError(t, err)
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// twoCommits returns a dataset of two commits on a mem store whose clock
+// the test moves, and the snapshot of seq 1.
+func twoCommits(t *testing.T) (*commit.Dataset, store.Store, *commit.Snapshot, func(time.Duration)) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	var mu sync.Mutex
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	d := commit.New(s)
+	for _, body := range []string{"one", "two"} {
+		_, err := d.Update(ctx, commit.CommitOptions{}, func(ctx context.Context, tx *commit.Tx) error {
+			return tx.PutBytes(ctx, "a", []byte(body))
+		})
+		require.NoError(t, err)
+	}
+	first, err := d.OpenAt(ctx, "1")
+	require.NoError(t, err)
+	return d, s, first, func(by time.Duration) { mu.Lock(); now = now.Add(by); mu.Unlock() }
+}
+
+func TestServeUnpinsAGenerationUnusedForItsPinTTLAndRepinsALapsedOne(t *testing.T) {
+	ctx := context.Background()
+	d, s, first, advance := twoCommits(t)
+	snaps := newSnapshots(d, &Options{Refresh: time.Hour, PinTTL: time.Minute, Owner: "test", Logger: slog.New(slog.DiscardHandler)})
+	local := time.Now()
+	snaps.now = func() time.Time { return local }
+	cur, err := snaps.current(ctx)
+	require.NoError(t, err)
+	snaps.remember(ctx, first)
+	require.Len(t, pinKeys(t, s), 2, "the current generation and seq 1")
+
+	// Both pins lapse by the store's clock; a renewal pins them again.
+	advance(2 * time.Minute)
+	snaps.maintain(ctx)
+	require.Len(t, pinKeys(t, s), 2)
+	require.True(t, snaps.pins.Pinned(cur.Generation()))
+	require.True(t, snaps.pins.Pinned(first.Generation()))
+
+	// Unused for its TTL, seq 1 is forgotten and unpinned; the current
+	// generation stays pinned.
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	keys := pinKeys(t, s)
+	require.Len(t, keys, 1)
+	gen, _, err := commit.ParsePinKey(keys[0])
+	require.NoError(t, err)
+	require.Equal(t, cur.Generation(), gen)
+	require.NoError(t, snaps.releaseAll(ctx))
+	require.Empty(t, pinKeys(t, s))
+}
+
+// A generation forgotten while its pin was being written, and cached again
+// before the write returned, is pinned once, and unpinned once forgotten
+// again: each cache entry holds the generation once, and drops it once.
+func TestServePinsAGenerationForgottenAndCachedAgainWhileItWasPinnedOnce(t *testing.T) {
+	ctx := context.Background()
+	_, s, _, _ := twoCommits(t)
+	fs := faults.NewStore(s)
+	d := commit.New(fs)
+	first, err := d.OpenAt(ctx, "1")
+	require.NoError(t, err)
+	snaps := newSnapshots(d, &Options{Refresh: time.Hour, PinTTL: time.Minute, Owner: "test", Logger: slog.New(slog.DiscardHandler)})
+	local := time.Now()
+	snaps.now = func() time.Time { return local }
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Held, Times: 1, Then: func() {
+		// The pin is written; before its response, the generation goes
+		// unused for the TTL, maintenance forgets it, and a request
+		// caches it again.
+		local = local.Add(time.Minute)
+		snaps.maintain(ctx)
+		snaps.remember(ctx, first)
+	}})
+	snaps.remember(ctx, first)
+	require.Len(t, pinKeys(t, s), 1)
+	require.True(t, snaps.pins.Pinned(first.Generation()))
+
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	require.Empty(t, pinKeys(t, s), "forgotten again, it is unpinned")
+	require.False(t, snaps.pins.Pinned(first.Generation()))
 }
