@@ -17,6 +17,9 @@
 // A listing of a ref resolves the ref once. Its continuation token carries
 // the generation, so the pages of one listing of "current/" all come from
 // one generation even if a commit lands while a client pages through it.
+// ListObjects V1 without a delimiter gives clients no marker to return
+// (S3 sends NextMarker only with a delimiter): they continue from their
+// last key, and those pages of "current/" may come from two generations.
 // The bucket's root lists "current/" and "@SEQ/" of the current
 // generation: a reader that lists the root and then reads under "@SEQ/"
 // reads one snapshot across any number of requests. Objects of "current/"
