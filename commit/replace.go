@@ -76,26 +76,32 @@ func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
 	if tx.base == nil {
 		return false, nil
 	}
-	replaced, err := tx.Replaced(ctx)
-	if err != nil {
-		return false, err
-	}
 	tx.mu.Lock()
 	scope := tx.scope
 	tx.mu.Unlock()
-	n := 0
+	// An upload or a resume is a change, known without the base manifest.
+	var in []generation.Entry
 	for _, e := range tx.Entries() {
 		if !strings.HasPrefix(e.Path, scope) {
 			continue
 		}
-		n++
-		old, ok := replaced[e.Path]
-		if !ok || old.Mode != e.Mode || !tx.Reuses(e.Path) {
+		if !tx.Reuses(e.Path) {
 			return false, nil
 		}
+		in = append(in, e)
 	}
-	if n != len(replaced) {
+	replaced, err := tx.Replaced(ctx)
+	if err != nil {
+		return false, err
+	}
+	if len(in) != len(replaced) {
 		return false, nil
+	}
+	for _, e := range in {
+		// A reuse matched the base's file at its path, which is replaced.
+		if replaced[e.Path].Mode != e.Mode {
+			return false, nil
+		}
 	}
 	if err := tx.VerifyReferences(ctx); err != nil {
 		return false, err
