@@ -92,9 +92,16 @@ type Options struct {
 	StorageClass string
 }
 
-// Store is a store.Store backed by one Azure Blob Storage container. It is
+// Store is a store.Store backed by one Azure Blob Storage container: the
+// portable layer (package portable) over the container's requests. It is
 // safe for concurrent use.
 type Store struct {
+	*portable.Bucket
+	b *bucket
+}
+
+// bucket is the portable.Driver of one container.
+type bucket struct {
 	c         *container.Client
 	container string
 	endpoint  string           // the service URL, for error messages
@@ -201,7 +208,11 @@ func New(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("azblob: %w", err)
 		}
 	}
-	return &Store{c: c, container: opts.Container, endpoint: service, cpk: cpk, tier: tier}, nil
+	b := &bucket{c: c, container: opts.Container, endpoint: service, cpk: cpk, tier: tier}
+	return &Store{Bucket: portable.New(b, portable.Limits{
+		MaxObject: maxObjectSize,
+		Part:      func(int64) int64 { return PartThreshold },
+	}), b: b}, nil
 }
 
 // objectSettings turns e and class into what every write (and, for the
@@ -278,11 +289,11 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Get opens the object for reading; see store.Store.
-func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+// Get sends one Get Blob.
+func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	out, err := s.c.NewBlobClient(key).DownloadStream(ctx, &blob.DownloadStreamOptions{CPKInfo: s.cpk})
 	if err != nil {
-		return nil, store.Attrs{}, s.classify("get", key, false, err)
+		return nil, store.Attrs{}, s.err(false, err)
 	}
 	return out.Body, store.Attrs{
 		ETag:            etagOf(out.ETag),
@@ -295,11 +306,11 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 	}, nil
 }
 
-// Head returns the object's attributes; see store.Store.
-func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+// Head sends one Get Blob Properties.
+func (s *bucket) Head(ctx context.Context, key string) (store.Attrs, error) {
 	out, err := s.c.NewBlobClient(key).GetProperties(ctx, &blob.GetPropertiesOptions{CPKInfo: s.cpk})
 	if err != nil {
-		return store.Attrs{}, s.classify("head", key, false, err)
+		return store.Attrs{}, s.err(false, err)
 	}
 	return store.Attrs{
 		ETag:            etagOf(out.ETag),
@@ -312,25 +323,14 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	}, nil
 }
 
-// Put writes the whole object; see store.Store. A conditional write is
-// always one Put Blob of at most store.MaxConditionalSize bytes (buffered if
-// the body cannot seek), with If-None-Match: * or If-Match: the condition
-// is checked by the request that writes the object, never by a Put Block
-// List after staged blocks. An unconditional body of more than
-// PartThreshold bytes goes up as staged blocks.
-func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	// The arguments first, as the other drivers check them; Read checks
-	// them again.
-	if err := portable.Check(body, opts, maxObjectSize); err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
-	}
+// Put sends body.Single, and so every conditional write, in one Put Blob
+// with If-None-Match: * or If-Match: the condition is checked by the
+// request that writes the object, never by a Put Block List after staged
+// blocks. body.Parts goes up as staged blocks.
+func (s *bucket) Put(ctx context.Context, key string, b portable.Body, opts store.PutOptions) (store.Attrs, error) {
 	meta, err := encodeMetadata(opts.Metadata)
 	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, store.ErrInvalidKey, err)
-	}
-	b, err := portable.Read(body, opts, PartThreshold, maxObjectSize)
-	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
+		return store.Attrs{}, portable.Classify(store.ErrInvalidKey, err)
 	}
 	headers := &blob.HTTPHeaders{
 		BlobContentType:     optString(opts.ContentType),
@@ -359,7 +359,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 			Tier:             s.tier,
 		})
 		if err != nil {
-			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+			return store.Attrs{}, s.err(opts.IfMatch != "", err)
 		}
 		attrs.ETag = etagOf(out.ETag)
 		attrs.Size = b.Size
@@ -378,7 +378,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		AccessTier:  s.tier,
 	})
 	if err != nil {
-		return store.Attrs{}, s.classify("put", key, false, err)
+		return store.Attrs{}, s.err(false, err)
 	}
 	attrs.ETag = etagOf(out.ETag)
 	attrs.Size = cr.n
@@ -400,68 +400,44 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Delete removes the object; see store.Store. Deleting a missing key is not
-// an error, with or without IfMatch: Azure answers a conditional delete of
-// a missing blob with 412, so Delete asks with a Get Blob Properties
-// whether the blob exists before reporting store.ErrPrecondition.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+// Delete sends one Delete Blob. Azure answers a conditional delete of a
+// missing blob with 412, which the portable layer reads (portable.Deleted).
+func (s *bucket) Delete(ctx context.Context, key, ifMatch string) error {
 	var o *blob.DeleteOptions
-	if opts.IfMatch != "" {
+	if ifMatch != "" {
 		o = &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: quoteETag(opts.IfMatch)},
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: quoteETag(ifMatch)},
 		}}
 	}
 	_, err := s.c.NewBlobClient(key).Delete(ctx, o)
-	if err != nil {
-		err = s.classify("delete", key, false, err)
-	}
-	return portable.Deleted(ctx, s, key, opts.IfMatch, err)
+	return s.err(false, err)
 }
 
-// DeleteMany removes the keys with one Delete Blob each, deleteConcurrency
-// at a time (Azure's blob batch takes only 256 and bills each subrequest
-// alike). Missing keys are not an error. The error, if any, names the keys
-// that were not deleted.
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+// DeleteBatch sends one Delete Blob per key, deleteConcurrency at a time
+// (Azure's blob batch takes only 256 and bills each subrequest alike).
+func (s *bucket) DeleteBatch(ctx context.Context, keys []string) ([]portable.KeyError, error) {
 	errs := make([]error, len(keys))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deleteConcurrency)
 	for i, k := range keys {
 		g.Go(func() error {
-			if gctx.Err() != nil {
-				errs[i] = gctx.Err()
-				return nil
+			if errs[i] = gctx.Err(); errs[i] == nil {
+				errs[i] = s.Delete(gctx, k, "")
 			}
-			errs[i] = s.Delete(gctx, k, store.DeleteOptions{})
 			return nil
 		})
 	}
 	_ = g.Wait() // the goroutines report through errs
-	var failed []string
-	var first error
+	var failed []portable.KeyError
 	for i, err := range errs {
 		if err != nil {
-			if first == nil {
-				first = err
-			}
-			failed = append(failed, keys[i])
+			failed = append(failed, portable.KeyError{Key: keys[i], Err: err})
 		}
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	var class error
-	for _, c := range []error{store.ErrAccess, store.ErrNoBucket} {
-		if errors.Is(first, c) {
-			class = c
-		}
-	}
-	return store.Wrap("delete-many", failed[0], class,
-		fmt.Errorf("%d keys not deleted (%s); the first failed with %w", len(failed), store.KeyList(failed), first))
+	return failed, nil
 }
 
-// List returns one page of the listing; see store.Store. One List is one
-// List Blobs request. Azure has no start-after: StartAfter is sent as
+// List sends one List Blobs request. Azure has no start-after: StartAfter is sent as
 // startFrom (inclusive) of its successor, and every page of the listing is
 // also filtered by it, so that a service that ignores startFrom still lists
 // correctly: the page token carries StartAfter beside the service's marker.
@@ -471,7 +447,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 // StartAfter is listed even if no key after StartAfter is under it (the
 // page cannot tell). Azurite takes startFrom, and the SDK offers it for the
 // service version it speaks.
-func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+func (s *bucket) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	if req.Token == "" && req.StartAfter != "" && !s.noStartFrom.Load() {
 		page, err := s.list(ctx, req, true)
 		if !refusedParameter(err) {
@@ -492,17 +468,14 @@ func refusedParameter(err error) bool {
 
 // list sends one List Blobs; withStartFrom says whether it may carry
 // startFrom.
-func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom bool) (store.ListPage, error) {
+func (s *bucket) list(ctx context.Context, req store.ListRequest, withStartFrom bool) (store.ListPage, error) {
 	maxKeys := req.MaxKeys
-	if maxKeys <= 0 || maxKeys > store.MaxListPage {
-		maxKeys = store.MaxListPage
-	}
 	after := ""
 	var marker, startFrom *string
 	if req.Token != "" {
 		a, m, ok := parseToken(req.Token)
 		if !ok {
-			return store.ListPage{}, store.Wrap("list", req.Prefix, nil, fmt.Errorf("azblob: bad list token %q", req.Token))
+			return store.ListPage{}, fmt.Errorf("azblob: bad list token %q", req.Token)
 		}
 		after, marker = a, &m
 	} else if req.StartAfter != "" {
@@ -520,7 +493,7 @@ func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom b
 		})
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+			return store.ListPage{}, s.err(false, err)
 		}
 		if out.Segment != nil {
 			items = out.Segment.BlobItems
@@ -532,7 +505,7 @@ func (s *Store) list(ctx context.Context, req store.ListRequest, withStartFrom b
 		})
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+			return store.ListPage{}, s.err(false, err)
 		}
 		if out.Segment != nil {
 			items = out.Segment.BlobItems

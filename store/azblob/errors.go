@@ -1,10 +1,8 @@
 package azblob
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -13,22 +11,17 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
-// classify wraps an SDK error with the operation, the key and its store
-// error class. ifMatch says whether the request carried If-Match, which
-// turns a missing blob into store.ErrPrecondition.
-func (s *Store) classify(op, key string, ifMatch bool, err error) error {
+// err classifies an SDK error (portable.Classify) and adds what the SDK
+// message lacks: the container for a missing one, the endpoint for a
+// service that cannot be reached. ifMatch says whether the request carried
+// If-Match, which turns a missing blob into store.ErrPrecondition.
+func (s *bucket) err(ifMatch bool, err error) error {
 	if err == nil {
 		return nil
 	}
-	class, cause := s.sort(err, ifMatch)
-	return store.Wrap(op, key, class, cause)
-}
-
-// sort finds err's class and adds what the SDK message lacks: the container
-// for a missing one, the endpoint for a service that cannot be reached.
-func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	code, status := "", 0
 	if re, ok := errors.AsType[*azcore.ResponseError](err); ok {
 		code, status = re.ErrorCode, re.StatusCode
@@ -36,18 +29,16 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 		// response body; the operation and key are named by store.Wrap.
 		err = &responseError{re}
 	}
-	class = classOf(bloberror.Code(code), status, ifMatch)
+	class := classOf(bloberror.Code(code), status, ifMatch)
 	switch {
 	case class == store.ErrNoBucket:
-		return class, fmt.Errorf("container %q at %s: %w", s.container, s.endpoint, err)
+		err = fmt.Errorf("container %q at %s: %w", s.container, s.endpoint, err)
 	case class == nil && credentialFailed(err):
-		return store.ErrAccess, err
-	case class == nil && timedOut(err):
-		return nil, err // it names the endpoint and the limit
-	case class == nil && status == 0 && unreachable(err) && !errors.Is(err, context.Canceled):
-		return nil, fmt.Errorf("cannot reach Azure Blob endpoint %s: %w", s.endpoint, err)
+		class = store.ErrAccess
+	case class == nil && status == 0:
+		err = httptimeout.Unanswered(err, "Azure Blob", s.endpoint)
 	}
-	return class, err
+	return portable.Classify(class, err)
 }
 
 // classOf maps an Azure error code and HTTP status (0 if unknown) to an
@@ -111,21 +102,5 @@ func credentialFailed(err error) bool {
 		return true
 	}
 	_, ok := errors.AsType[*azidentity.AuthenticationRequiredError](err)
-	return ok
-}
-
-// timedOut reports whether a request ran into one of the store.Timeouts.
-func timedOut(err error) bool {
-	_, ok := errors.AsType[*httptimeout.Error](err)
-	return ok
-}
-
-// unreachable reports whether err is a failure to connect or to resolve
-// the service's name.
-func unreachable(err error) bool {
-	if _, ok := errors.AsType[*net.OpError](err); ok {
-		return true
-	}
-	_, ok := errors.AsType[*net.DNSError](err)
 	return ok
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -72,9 +71,16 @@ type Options struct {
 	StorageClass string
 }
 
-// Store is a store.Store backed by one Cloud Storage bucket. It is safe for
+// Store is a store.Store backed by one Cloud Storage bucket: the portable
+// layer (package portable) over the bucket's requests. It is safe for
 // concurrent use.
 type Store struct {
+	*portable.Bucket
+	b *bucket
+}
+
+// bucket is the portable.Driver of one Cloud Storage bucket.
+type bucket struct {
 	client   *storage.Client
 	bucket   *storage.BucketHandle // without retry settings: see object
 	lister   *storage.BucketHandle // bucket with the retry policy, for List
@@ -138,10 +144,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("gcs: endpoint %s: %w", endpoint, err)
 	}
 	b := client.Bucket(opts.Bucket)
-	return &Store{
+	d := &bucket{
 		client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)),
 		name: opts.Bucket, endpoint: endpoint, enc: opts.Encryption, class: opts.StorageClass,
-	}, nil
+	}
+	return &Store{Bucket: portable.New(d, portable.Limits{
+		MaxObject: maxObjectSize,
+		Part:      func(int64) int64 { return PartSize },
+	}), b: d}, nil
 }
 
 // checkEncryption refuses what Cloud Storage cannot do as asked.
@@ -180,13 +190,13 @@ func retries() []storage.RetryOption {
 }
 
 // object returns a handle on key with the retry policy of one operation.
-func (s *Store) object(key string) *storage.ObjectHandle {
+func (s *bucket) object(key string) *storage.ObjectHandle {
 	return s.bucket.Object(key).Retryer(retries()...)
 }
 
 // keyed returns a handle on key that sends the customer key, if any: every
 // read and write of an object carries it.
-func (s *Store) keyed(key string) *storage.ObjectHandle {
+func (s *bucket) keyed(key string) *storage.ObjectHandle {
 	obj := s.object(key)
 	if s.enc.CustomerKey != nil {
 		obj = obj.Key(s.enc.CustomerKey)
@@ -214,10 +224,10 @@ func checkBucket(name string) error {
 
 // String names the store's bucket and endpoint; so do %v and %+v, which
 // would otherwise print a customer key.
-func (s *Store) String() string { return "gs://" + s.name + " at " + s.endpoint }
+func (s *Store) String() string { return "gs://" + s.b.name + " at " + s.b.endpoint }
 
 // Close releases the client's resources.
-func (s *Store) Close() error { return s.client.Close() }
+func (s *Store) Close() error { return s.b.client.Close() }
 
 // token is the version token of a generation: its decimal form.
 func token(generation int64) string { return strconv.FormatInt(generation, 10) }
@@ -235,16 +245,16 @@ func generation(tok string) (gen int64, ok bool) {
 	return gen, true
 }
 
-// Get implements store.Store. It sends one GET, for the stored bytes
+// Get sends one GET, for the stored bytes
 // (no decompressive transcoding of gzip objects).
-func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	if err := checkKey(key); err != nil {
-		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidKey, err)
+		return nil, store.Attrs{}, portable.Classify(store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
 	r, err := s.keyed(key).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
-		return nil, store.Attrs{}, s.classify("get", key, err)
+		return nil, store.Attrs{}, s.err("get", err)
 	}
 	body := &reader{r: r, x: x, key: key}
 	h := x.header()
@@ -298,15 +308,15 @@ func metadataOf(h http.Header) map[string]string {
 	return m
 }
 
-// Head implements store.Store. It sends one GET of the object's metadata.
-func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+// Head sends one GET of the object's metadata.
+func (s *bucket) Head(ctx context.Context, key string) (store.Attrs, error) {
 	if err := checkKey(key); err != nil {
-		return store.Attrs{}, store.Wrap("head", key, store.ErrInvalidKey, err)
+		return store.Attrs{}, portable.Classify(store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
 	oa, err := s.keyed(key).Attrs(ctx)
 	if err != nil {
-		return store.Attrs{}, s.classify("head", key, err)
+		return store.Attrs{}, s.err("head", err)
 	}
 	a := attrsOf(oa)
 	a.ServerTime = x.serverTime()
@@ -351,7 +361,8 @@ func checkKey(key string) error {
 	return nil
 }
 
-// Put implements store.Store. A condition goes on the upload as
+// Put sends body.Single, and every conditional body, in one request, and
+// body.Parts as a resumable upload in chunks of PartSize. A condition goes on the upload as
 // ifGenerationMatch: the generation of IfMatch, or 0 (the object does not
 // exist) for IfNoneMatch. A conditional write always goes up in one
 // request of at most store.MaxConditionalSize bytes, read into memory
@@ -359,25 +370,21 @@ func checkKey(key string) error {
 // unconditional body of at most PartSize bytes (or of unknown size that
 // turns out to fit) goes up in one request too; a larger one goes up as a
 // resumable upload in chunks of PartSize.
-func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if err := checkPut(key, body, opts); err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
+func (s *bucket) Put(ctx context.Context, key string, pb portable.Body, opts store.PutOptions) (store.Attrs, error) {
+	if err := checkPut(key, opts); err != nil {
+		return store.Attrs{}, err
 	}
 	var conds *storage.Conditions
 	switch {
 	case opts.IfMatch != "":
 		gen, ok := generation(opts.IfMatch)
 		if !ok {
-			return store.Attrs{}, store.Wrap("put", key, store.ErrPrecondition,
+			return store.Attrs{}, portable.Classify(store.ErrPrecondition,
 				fmt.Errorf("IfMatch %q is not a generation of the object", opts.IfMatch))
 		}
 		conds = &storage.Conditions{GenerationMatch: gen}
 	case opts.IfNoneMatch:
 		conds = &storage.Conditions{DoesNotExist: true}
-	}
-	pb, err := portable.Read(body, opts, PartSize, maxObjectSize)
-	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
 	}
 	var src io.Reader = pb.Single
 	chunk := int(pb.Size) + 1 // more than the body: one request, retryable
@@ -422,12 +429,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	return a, nil
 }
 
-// checkPut rejects input that Cloud Storage would refuse or misread.
-func checkPut(key string, body io.Reader, opts store.PutOptions) error {
+// checkPut rejects names that Cloud Storage would refuse or misread.
+func checkPut(key string, opts store.PutOptions) error {
 	if err := checkKey(key); err != nil {
-		return err
-	}
-	if err := portable.Check(body, opts, maxObjectSize); err != nil {
 		return err
 	}
 	for k := range opts.Metadata {
@@ -438,86 +442,63 @@ func checkPut(key string, body io.Reader, opts store.PutOptions) error {
 	return nil
 }
 
-// Delete implements store.Store. With IfMatch the DELETE carries
-// ifGenerationMatch.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
+// Delete sends one DELETE, with IfMatch as ifGenerationMatch. An IfMatch
+// that is no generation fails without a request, and without asking
+// whether the key exists.
+func (s *bucket) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := checkKey(key); err != nil {
-		return store.Wrap("delete", key, store.ErrInvalidKey, err)
+		return portable.Classify(store.ErrInvalidKey, err)
 	}
 	obj := s.object(key)
-	if opts.IfMatch != "" {
-		gen, ok := generation(opts.IfMatch)
+	if ifMatch != "" {
+		gen, ok := generation(ifMatch)
 		if !ok {
-			return store.Wrap("delete", key, store.ErrPrecondition, fmt.Errorf("IfMatch %q is not a generation of the object", opts.IfMatch))
+			return store.Wrap("delete", key, store.ErrPrecondition, fmt.Errorf("IfMatch %q is not a generation of the object", ifMatch))
 		}
 		obj = obj.If(storage.Conditions{GenerationMatch: gen})
 	}
-	return portable.Deleted(ctx, s, key, opts.IfMatch, s.classify("delete", key, obj.Delete(ctx)))
+	return s.err("delete", obj.Delete(ctx))
 }
 
-// DeleteMany implements store.Store. The JSON API deletes one object per
-// request, so DeleteMany sends one DELETE per key, deleteWorkers at a time;
-// store.Count counts requests by kind as S3 bills them, one per
-// store.MaxDeleteBatch keys, which is fewer than Cloud Storage receives.
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	var (
-		mu       sync.Mutex
-		failed   []string
-		firstErr error
-	)
+// DeleteBatch sends one DELETE per key, deleteWorkers at a time: the JSON
+// API deletes one object per request. store.Count counts requests by kind
+// as S3 bills them, one per store.MaxDeleteBatch keys, which is fewer than
+// Cloud Storage receives.
+func (s *bucket) DeleteBatch(ctx context.Context, keys []string) ([]portable.KeyError, error) {
+	errs := make([]error, len(keys))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deleteWorkers)
-	for _, k := range keys {
+	for i, k := range keys {
 		g.Go(func() error {
-			err := gctx.Err()
-			if err == nil {
-				err = s.Delete(gctx, k, store.DeleteOptions{})
-			}
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, k)
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+			if errs[i] = gctx.Err(); errs[i] == nil {
+				errs[i] = s.Delete(gctx, k, "")
 			}
 			return nil
 		})
 	}
-	g.Wait() //nolint:errcheck // the goroutines return nil
-	if firstErr == nil {
-		return nil
-	}
-	var class error
-	for _, c := range []error{store.ErrAccess, store.ErrNoBucket, store.ErrInvalidKey} {
-		if errors.Is(firstErr, c) {
-			class = c
+	g.Wait() //nolint:errcheck // the goroutines report through errs
+	var failed []portable.KeyError
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, portable.KeyError{Key: keys[i], Err: err})
 		}
 	}
-	return store.Wrap("delete-many", failed[0], class,
-		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), store.KeyList(failed), firstErr))
+	return failed, nil
 }
 
-// List implements store.Store with one objects.list request. StartAfter
+// List sends one objects.list request. StartAfter
 // becomes the API's startOffset (which is inclusive) at the next possible
 // name; the page token is the API's.
-func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
-	maxKeys := req.MaxKeys
-	if maxKeys <= 0 || maxKeys > store.MaxListPage {
-		maxKeys = store.MaxListPage
-	}
+func (s *bucket) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	q := &storage.Query{Prefix: req.Prefix, Delimiter: req.Delimiter, Projection: storage.ProjectionNoACL}
 	if req.Token == "" && req.StartAfter != "" {
 		q.StartOffset = req.StartAfter + "\x00"
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
-		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
+		return store.ListPage{}, err
 	}
 	it := s.lister.Objects(ctx, q)
-	it.PageInfo().MaxSize = maxKeys
+	it.PageInfo().MaxSize = req.MaxKeys
 	it.PageInfo().Token = req.Token
 	var page store.ListPage
 	for {
@@ -526,7 +507,7 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 			return page, nil
 		}
 		if err != nil {
-			return store.ListPage{}, s.classify("list", req.Prefix, err)
+			return store.ListPage{}, s.err("list", err)
 		}
 		if oa.Prefix != "" {
 			page.Prefixes = append(page.Prefixes, oa.Prefix)

@@ -13,6 +13,18 @@
 // request: the region is always set, so minio-go never looks up a bucket's
 // location.
 //
+// # Choosing minio or s3
+//
+// Both drivers are the same portable layer (package portable) over the
+// same S3 requests, delete every version alike and open the same URLs;
+// only the client calls differ, and both pass the same acceptance suite.
+// Pick minio for minio-go's smaller dependency tree, for multipart uploads
+// that hold one part in memory at a time, or to supply minio-go
+// credentials (Options.Credentials). Pick s3 for everything the AWS
+// configuration offers and minio-go's credential chain reads not: profiles
+// of the shared config file (SSO, assumed roles, credential processes) and
+// AWS_CA_BUNDLE.
+//
 // # Guarantees
 //
 // Conditional writes are the server's: Put with IfNoneMatch sends

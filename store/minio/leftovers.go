@@ -8,6 +8,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 // SweepLeftovers implements store.LeftoverSweeper: it aborts the
@@ -19,6 +20,10 @@ import (
 // aborted meanwhile is skipped. A listing answered with NoSuchUpload
 // means there are none.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
+	return s.b.sweepLeftovers(ctx, prefix, olderThan)
+}
+
+func (s *bucket) sweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
 	var keyMarker, idMarker string
@@ -34,7 +39,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 			return got, nil // some servers (gofakes3) say so of a bucket without uploads
 		}
 		if err != nil {
-			return got, s.classify(op, prefix, false, err)
+			return got, portable.Wrap(op, prefix, s.err(false, err))
 		}
 		now := x.serverTime()
 		if err := store.CheckServerTime(now, store.OpList, prefix, "the age of incomplete uploads"); err != nil {
@@ -54,7 +59,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 			case noSuchUpload(err):
 				continue
 			case err != nil:
-				return got, s.classify(op, u.Key, false, err)
+				return got, portable.Wrap(op, u.Key, s.err(false, err))
 			}
 			got.Count++
 			got.Bytes += size
@@ -67,7 +72,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 }
 
 // uploadedBytes sums the sizes of the parts of an incomplete upload.
-func (s *Store) uploadedBytes(ctx context.Context, key, id string, counts *store.Counts) (int64, error) {
+func (s *bucket) uploadedBytes(ctx context.Context, key, id string, counts *store.Counts) (int64, error) {
 	var n int64
 	marker := 0
 	for {

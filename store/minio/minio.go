@@ -96,9 +96,16 @@ type Options struct {
 	Credentials *credentials.Credentials
 }
 
-// Store is a store.Store backed by one bucket, through minio-go. It is safe
+// Store is a store.Store backed by one bucket, through minio-go: the
+// portable layer (package portable) over the bucket's requests. It is safe
 // for concurrent use.
 type Store struct {
+	*portable.Bucket
+	b *bucket
+}
+
+// bucket is the portable.Driver of one bucket.
+type bucket struct {
 	client   *minio.Client
 	core     minio.Core
 	bucket   string
@@ -109,7 +116,11 @@ type Store struct {
 	class    string
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store           = (*Store)(nil)
+	_ portable.Versions     = (*bucket)(nil)
+	_ store.LeftoverSweeper = (*Store)(nil)
+)
 
 // New returns a Store for opts.Bucket. It sends no request, so a wrong
 // bucket, endpoint or credential shows up in the first operation.
@@ -166,7 +177,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minio: endpoint %q: %w", raw, err)
 	}
-	return &Store{
+	b := &bucket{
 		client:   client,
 		core:     minio.Core{Client: client},
 		bucket:   opts.Bucket,
@@ -175,7 +186,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		ssec:     ssec,
 		class:    opts.StorageClass,
 		ver:      versions.NewState(opts.Versioning),
-	}, nil
+	}
+	return &Store{Bucket: portable.New(b, portable.Limits{MaxObject: maxObjectSize, Part: partSize}), b: b}, nil
+}
+
+// partSize is the part of a multipart upload of size bytes (0: unknown),
+// and the largest body sent in one PUT: PartSize, or more when size needs
+// more than maxParts parts of it.
+func partSize(size int64) int64 {
+	part := int64(PartSize)
+	if need := (size + maxParts - 1) / maxParts; need > part {
+		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
+	}
+	return part
 }
 
 // parseEndpoint splits an endpoint URL into the host[:port] minio-go wants
@@ -213,25 +236,25 @@ func serverSide(e store.Encryption) (sse, ssec encrypt.ServerSide, err error) {
 
 // String names the store's bucket and endpoint; so do %v and %+v, which
 // would otherwise print a customer key.
-func (s *Store) String() string { return "minio://" + s.bucket + " at " + s.endpoint }
+func (s *Store) String() string { return "minio://" + s.b.bucket + " at " + s.b.endpoint }
 
-// Get implements store.Store. It sends one GET.
-func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+// Get sends one GET.
+func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	// Core.GetObject sends the request now and returns its headers;
 	// Client.GetObject is lazy and would send a HEAD before the GET.
 	body, _, h, err := s.core.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{ServerSideEncryption: s.ssec})
 	if err != nil {
-		return nil, store.Attrs{}, s.classify("get", key, false, err)
+		return nil, store.Attrs{}, s.err(false, err)
 	}
 	return body, attrsOf(h), nil
 }
 
-// Head implements store.Store. It sends one HEAD.
-func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+// Head sends one HEAD.
+func (s *bucket) Head(ctx context.Context, key string) (store.Attrs, error) {
 	ctx, x := withExchange(ctx, "", nil)
 	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{ServerSideEncryption: s.ssec})
 	if err != nil {
-		return store.Attrs{}, s.classify("head", key, false, err)
+		return store.Attrs{}, s.err(false, err)
 	}
 	if h := x.header(); h != nil {
 		return attrsOf(h), nil
@@ -298,25 +321,14 @@ func lowerKeys(m map[string]string) map[string]string {
 
 func trimETag(etag string) string { return strings.Trim(etag, `"`) }
 
-// Put implements store.Store. A body of at most PartSize bytes goes up in
-// one PUT; a larger one goes up as a multipart upload. A body of unknown
-// size (opts.Size 0) is read one part at a time, so memory stays bounded by
-// the part size. A conditional write always goes up in one PUT carrying the
-// conditions, of at most store.MaxConditionalSize bytes, read into memory:
-// servers exist that ignore conditions on CompleteMultipartUpload.
-func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	if err := checkPut(body, opts); err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
+// Put sends body.Single in one PUT, conditions included, and body.Parts
+// as a multipart upload read one part (partSize) at a time, so memory
+// stays bounded by the part size.
+func (s *bucket) Put(ctx context.Context, key string, b portable.Body, opts store.PutOptions) (store.Attrs, error) {
+	if err := checkPut(opts); err != nil {
+		return store.Attrs{}, err
 	}
 	ifMatch := opts.IfMatch != ""
-	part := int64(PartSize)
-	if need := (opts.Size + maxParts - 1) / maxParts; need > part {
-		part = (need + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
-	}
-	b, err := portable.Read(body, opts, part, maxObjectSize)
-	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
-	}
 
 	po := minio.PutObjectOptions{
 		UserMetadata:    make(map[string]string, len(opts.Metadata)),
@@ -342,6 +354,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 
 	ctx, x := withExchange(ctx, "", nil)
 	var info minio.UploadInfo
+	var err error
 	var size int64
 	if b.Single != nil {
 		size = b.Size
@@ -349,7 +362,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		var md5b64, sha string
 		md5b64, sha, err = sums(b.Single)
 		if err != nil {
-			return store.Attrs{}, store.Wrap("put", key, nil, fmt.Errorf("read body: %w", err))
+			return store.Attrs{}, fmt.Errorf("read body: %w", err)
 		}
 		// DisableContentSha256 signs the payload hash given here; without
 		// it minio-go on plain http streams an aws-chunked body, and some
@@ -357,10 +370,10 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		po.DisableContentSha256 = true
 		info, err = s.core.PutObject(ctx, s.bucket, key, b.Single, size, md5b64, sha, po)
 	} else {
-		info, size, err = s.multipart(ctx, key, b.Parts, int(part), po)
+		info, size, err = s.multipart(ctx, key, b.Parts, int(partSize(opts.Size)), po)
 	}
 	if err != nil {
-		return store.Attrs{}, s.classify("put", key, ifMatch, err)
+		return store.Attrs{}, s.err(ifMatch, err)
 	}
 	s.sawVersionID(info.VersionID)
 	ct := opts.ContentType
@@ -384,7 +397,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 // server is done with a part it has in full (package partupload). A body
 // that differs from its declared size fails as it is read (package
 // portable). Conditional writes never come here.
-func (s *Store) multipart(ctx context.Context, key string, body io.Reader, partLen int, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
+func (s *bucket) multipart(ctx context.Context, key string, body io.Reader, partLen int, po minio.PutObjectOptions) (info minio.UploadInfo, size int64, err error) {
 	// Started on a context of its own: cancelled halfway, the request
 	// could create an upload whose id never reaches us to abort it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
@@ -447,13 +460,10 @@ func sums(r io.ReadSeeker) (md5b64, sha256hex string, err error) {
 	return base64.StdEncoding.EncodeToString(m.Sum(nil)), hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// checkPut rejects input that S3 would refuse or misread.
-func checkPut(body io.Reader, opts store.PutOptions) error {
-	if err := portable.Check(body, opts, maxObjectSize); err != nil {
-		return err
-	}
+// checkPut rejects headers that S3 would refuse or misread.
+func checkPut(opts store.PutOptions) error {
 	switch {
-	case !printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`):
+	case badETag(opts.IfMatch):
 		return fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch)
 	case !printable(opts.ContentType) || !printable(opts.ContentEncoding):
 		return fmt.Errorf("bad content type %q or encoding %q", opts.ContentType, opts.ContentEncoding)
@@ -468,6 +478,9 @@ func checkPut(body io.Reader, opts store.PutOptions) error {
 	}
 	return nil
 }
+
+// badETag reports whether etag cannot go in an If-Match header.
+func badETag(etag string) bool { return !printable(etag) || strings.Contains(etag, `"`) }
 
 // printable reports whether s is printable ASCII, as S3 header values must be.
 func printable(s string) bool {
@@ -490,48 +503,21 @@ func isToken(s string) bool {
 	return true
 }
 
-// Delete implements store.Store. minio-go has no If-Match for DELETE, so the
+// Delete sends one DELETE. minio-go has no If-Match for DELETE, so the
 // transport adds the header.
-//
-// On a bucket that keeps versions, Delete removes every version of the key
-// (see store.Versioner), and the If-Match is checked against the latest.
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
-	if opts.IfMatch != "" && (!printable(opts.IfMatch) || strings.Contains(opts.IfMatch, `"`)) {
-		return store.Wrap("delete", key, nil, fmt.Errorf("bad IfMatch ETag %q", opts.IfMatch))
-	}
-	return s.ver.Delete(ctx, s, "delete", key,
-		func() error { return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch) },
-		func() error { return s.deleteObject(ctx, key, opts) })
-}
-
-// deleteObject is Delete on a bucket that keeps no versions.
-func (s *Store) deleteObject(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
+func (s *bucket) Delete(ctx context.Context, key, ifMatch string) error {
 	var add http.Header
-	if opts.IfMatch != "" {
-		add = http.Header{"If-Match": {`"` + opts.IfMatch + `"`}}
+	if ifMatch != "" {
+		add = http.Header{"If-Match": {`"` + ifMatch + `"`}}
 	}
 	ctx, _ = withExchange(ctx, http.MethodDelete, add)
-	err = s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
 	// Classified without the If-Match rule: a 404 means the key is gone.
-	return portable.Deleted(ctx, s, key, opts.IfMatch, s.classify("delete", key, false, err))
+	return s.err(false, s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}))
 }
 
-// DeleteMany implements store.Store with multi-object DELETE requests of at
-// most store.MaxDeleteBatch keys each (minio-go batches by 1000). A key
-// whose name is not valid in XML goes in a DELETE of its own. On a bucket
-// that keeps versions, DeleteMany removes every version of the keys (see
-// store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	return s.ver.Delete(ctx, s, "delete-many", keys[0],
-		func() error { return s.deleteVersions(ctx, "delete-many", keys, "") },
-		func() error { return s.deleteObjects(ctx, keys) })
-}
-
-// deleteObjects is DeleteMany on a bucket that keeps no versions.
-func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
+// DeleteBatch sends one multi-object DELETE; a key whose name is not valid
+// in XML goes in a DELETE of its own (minio-go).
+func (s *bucket) DeleteBatch(ctx context.Context, keys []string) ([]portable.KeyError, error) {
 	objects := func(yield func(minio.ObjectInfo) bool) {
 		for _, k := range keys {
 			if !yield(minio.ObjectInfo{Key: k}) {
@@ -541,11 +527,10 @@ func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
 	}
 	results, err := s.client.RemoveObjectsWithIter(ctx, s.bucket, objects, minio.RemoveObjectsOptions{})
 	if err != nil {
-		return s.classify("delete-many", keys[0], false, err)
+		return nil, s.err(false, err)
 	}
 	seen := make(map[string]bool, len(keys))
-	var failed []string
-	var firstErr error
+	var failed []portable.KeyError
 	for r := range results {
 		seen[r.ObjectName] = true
 		if r.Err == nil {
@@ -554,42 +539,30 @@ func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
 		if er, ok := errors.AsType[minio.ErrorResponse](r.Err); ok && er.Code == minio.NoSuchKey {
 			continue // already gone
 		}
-		failed = append(failed, r.ObjectName)
-		if firstErr == nil {
-			firstErr = r.Err
-		}
+		failed = append(failed, portable.KeyError{Key: r.ObjectName, Err: s.err(false, r.Err)})
 	}
-	if firstErr == nil {
-		if err := ctx.Err(); err != nil {
-			return store.Wrap("delete-many", keys[0], nil, err)
-		}
-		return nil
+	if len(failed) == 0 {
+		return nil, ctx.Err()
 	}
 	// minio-go stops after a failed request; the keys it never sent are
 	// not deleted either.
 	for _, k := range keys {
 		if !seen[k] {
-			failed = append(failed, k)
+			failed = append(failed, portable.KeyError{Key: k, Err: errors.New("no result for it")})
 			seen[k] = true
 		}
 	}
-	class, cause := s.sort(firstErr, false)
-	return store.Wrap("delete-many", failed[0], class,
-		fmt.Errorf("%d of %d keys not deleted (%s): %w", len(failed), len(keys), store.KeyList(failed), cause))
+	return failed, nil
 }
 
-// List implements store.Store with one ListObjectsV2 request.
+// List sends one ListObjectsV2.
 //
 // minio-go's Core.ListObjectsV2 takes no context, so the request runs in a
 // goroutine and List returns when ctx ends; the abandoned request finishes
 // on its own, bounded by minio-go's retries.
-func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+func (s *bucket) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	if err := ctx.Err(); err != nil {
-		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, err)
-	}
-	maxKeys := req.MaxKeys
-	if maxKeys <= 0 || maxKeys > store.MaxListPage {
-		maxKeys = store.MaxListPage
+		return store.ListPage{}, err
 	}
 	startAfter := req.StartAfter
 	if req.Token != "" {
@@ -601,17 +574,17 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := s.core.ListObjectsV2(s.bucket, req.Prefix, startAfter, req.Token, req.Delimiter, maxKeys)
+		r, err := s.core.ListObjectsV2(s.bucket, req.Prefix, startAfter, req.Token, req.Delimiter, req.MaxKeys)
 		done <- result{r, err}
 	}()
 	var res result
 	select {
 	case <-ctx.Done():
-		return store.ListPage{}, store.Wrap("list", req.Prefix, nil, ctx.Err())
+		return store.ListPage{}, ctx.Err()
 	case res = <-done:
 	}
 	if res.err != nil {
-		return store.ListPage{}, s.classify("list", req.Prefix, false, res.err)
+		return store.ListPage{}, s.err(false, res.err)
 	}
 	var page store.ListPage
 	for _, o := range res.r.Contents {

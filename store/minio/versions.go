@@ -11,17 +11,21 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // Versioning implements store.Versioner: it asks GetBucketVersioning once
 // per Store, unless Options.Versioning declared the answer or a Put was
 // answered with a version id (versions.State).
-func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
+func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) { return s.b.Versioning(ctx) }
+
+// Versioning implements versions.Client.
+func (s *bucket) Versioning(ctx context.Context) (store.Versioning, error) {
 	return s.ver.Get(ctx, s.bucket, func(ctx context.Context) (bool, error) {
 		cfg, err := s.client.GetBucketVersioning(ctx, s.bucket)
 		if err != nil {
-			class, cause := s.sort(err, false)
+			class, cause := portable.Split(s.err(false, err))
 			return false, store.Wrap("get-bucket-versioning", s.bucket, class, versions.CannotTell(cause))
 		}
 		return cfg.Status != "", nil
@@ -29,55 +33,18 @@ func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
 }
 
 // sawVersionID records the version id a write was answered with.
-func (s *Store) sawVersionID(id string) { s.ver.SawVersionID(id) }
+func (s *bucket) sawVersionID(id string) { s.ver.SawVersionID(id) }
 
-// deleteVersions deletes every version of keys that a listing shows, older
-// versions before the latest (see store.Versioner), and adds what it freed
-// to the tracker in ctx. With ifMatch (one key), it deletes nothing unless
-// the latest version is an object with that ETag.
-func (s *Store) deleteVersions(ctx context.Context, op string, keys []string, ifMatch string) error {
-	sorted, prefix := versions.Keys(keys)
-	if len(sorted) == 0 {
-		return nil
+// VersionedDelete implements portable.Versions (see store.Versioner).
+// An IfMatch that cannot go in a header is refused first.
+func (s *bucket) VersionedDelete(ctx context.Context, op string, keys []string, ifMatch string, plain func() error) error {
+	if ifMatch != "" && badETag(ifMatch) {
+		return fmt.Errorf("bad IfMatch ETag %q", ifMatch)
 	}
-	var freed store.Freed
-	defer func() { store.AddFreed(ctx, freed) }()
-	freed.Versioned = true
-	lctx, x := withExchange(ctx, "", nil)
-	plan, err := versions.Collect(sorted, s.listVersions(lctx, prefix, x))
-	freed.Requests[store.OpList] += x.requests()
-	if err != nil {
-		return s.classify(op, sorted[0], false, err)
-	}
-	if ifMatch != "" {
-		cur, ok := plan.Current(sorted[0])
-		if !ok || cur.Marker {
-			return nil // already gone
-		}
-		if cur.ETag != ifMatch {
-			return store.Wrap(op, sorted[0], store.ErrPrecondition, fmt.Errorf("the current version has ETag %q, not %q", cur.ETag, ifMatch))
-		}
-	}
-	for _, wave := range [][]versions.Version{plan.Older, plan.Latest} {
-		for _, batch := range versions.Batches(wave) {
-			dctx, x := withExchange(ctx, "", nil)
-			failed, err := s.deleteBatch(dctx, op, batch)
-			freed.Requests[store.OpDeleteMany] += x.requests()
-			f := versions.Tally(batch, failed)
-			freed.Versions += f.Versions
-			freed.Markers += f.Markers
-			freed.Bytes += f.Bytes
-			if err != nil {
-				// The latest versions stay when an older one could not
-				// be deleted: the key stays as it was.
-				return err
-			}
-		}
-	}
-	return nil
+	return s.ver.Delete(ctx, s, op, keys, ifMatch, plain)
 }
 
-// listVersions lists the versions and delete markers under prefix, in key
+// ListVersions lists the versions and delete markers under prefix, in key
 // order. Some servers (versitygw) list a page's delete markers after its
 // versions rather than in key order, so each page is sorted; minio-go
 // hides where a page ends, but x counts the requests it sends, and it
@@ -85,8 +52,10 @@ func (s *Store) deleteVersions(ctx context.Context, op string, keys []string, if
 // minio-go asks for the next page with the markers of the last one and,
 // when a server sends none, asks for the same page again; Collect sees the
 // entries come back and stops with store.ErrListingStuck.
-func (s *Store) listVersions(ctx context.Context, prefix string, x *exchange) iter.Seq2[versions.Version, error] {
+func (s *bucket) ListVersions(ctx context.Context, prefix string, counts *store.Counts) iter.Seq2[versions.Version, error] {
 	return func(yield func(versions.Version, error) bool) {
+		ctx, x := withExchange(ctx, "", nil)
+		defer func() { counts[store.OpList] += x.requests() }()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var page []versions.Version
@@ -105,7 +74,7 @@ func (s *Store) listVersions(ctx context.Context, prefix string, x *exchange) it
 			Prefix: prefix, Recursive: true, WithVersions: true,
 		}) {
 			if o.Err != nil {
-				yield(versions.Version{}, o.Err)
+				yield(versions.Version{}, s.err(false, o.Err))
 				return
 			}
 			if n := x.requests(); n != at {
@@ -123,10 +92,12 @@ func (s *Store) listVersions(ctx context.Context, prefix string, x *exchange) it
 	}
 }
 
-// deleteBatch deletes the versions with one multi-object DELETE. It
+// DeleteVersions deletes the versions with one multi-object DELETE. It
 // returns the versions that are not deleted, and an error naming them. A
 // version that is already gone is not an error.
-func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Version) (map[[2]string]bool, error) {
+func (s *bucket) DeleteVersions(ctx context.Context, op string, batch []versions.Version, counts *store.Counts) (map[[2]string]bool, error) {
+	ctx, x := withExchange(ctx, "", nil)
+	defer func() { counts[store.OpDeleteMany] += x.requests() }()
 	objects := func(yield func(minio.ObjectInfo) bool) {
 		for _, v := range batch {
 			if !yield(minio.ObjectInfo{Key: v.Key, VersionID: v.ID}) {
@@ -140,7 +111,7 @@ func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Ver
 		for _, v := range batch {
 			failed[[2]string{v.Key, v.ID}] = true
 		}
-		return failed, s.classify(op, batch[0].Key, false, err)
+		return failed, portable.Wrap(op, batch[0].Key, s.err(false, err))
 	}
 	seen := map[[2]string]bool{}
 	var firstErr error
@@ -172,7 +143,7 @@ func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Ver
 	if firstErr == nil {
 		return failed, nil
 	}
-	class, cause := s.sort(firstErr, false)
+	class, cause := portable.Split(s.err(false, firstErr))
 	return failed, store.Wrap(op, batch[0].Key, class,
 		fmt.Errorf("versions not deleted; the first failed, %s: %w", versions.Describe(first.Key, first.ID), cause))
 }

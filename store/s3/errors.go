@@ -12,22 +12,17 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
-// classify wraps an SDK error with the operation, the key and its store
-// error class. ifMatch says whether the request carried If-Match, which
-// turns a 404 into store.ErrPrecondition.
-func (s *Store) classify(op, key string, ifMatch bool, err error) error {
+// err classifies an SDK error (portable.Classify) and adds what the SDK
+// message lacks: the bucket for a missing bucket, the endpoint for a
+// server that cannot be reached. ifMatch says whether the request carried
+// If-Match, which turns a 404 into store.ErrPrecondition.
+func (s *bucket) err(ifMatch bool, err error) error {
 	if err == nil {
 		return nil
 	}
-	class, cause := s.sort(err, ifMatch)
-	return store.Wrap(op, key, class, cause)
-}
-
-// sort finds err's class and adds what the SDK message lacks: the bucket for
-// a missing bucket, the endpoint for a server that cannot be reached.
-func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	var code string
 	if ae, ok := errors.AsType[smithy.APIError](err); ok {
 		code = ae.ErrorCode()
@@ -36,18 +31,17 @@ func (s *Store) sort(err error, ifMatch bool) (class, cause error) {
 	if re, ok := errors.AsType[*smithyhttp.ResponseError](err); ok && re.Response != nil && re.Response.Response != nil {
 		status = re.Response.StatusCode
 	}
-	class = store.ClassOfS3(code, status, ifMatch)
+	class := store.ClassOfS3(code, status, ifMatch)
 	switch {
 	case class == store.ErrNoBucket:
-		return class, fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
+		err = fmt.Errorf("bucket %q at %s: %w", s.bucket, s.endpoint, err)
 	case class == nil && noCredentials(err):
-		return store.ErrAccess, &credentialsError{err}
-	case class == nil && timedOut(err):
-		return nil, err // it names the endpoint and the limit
-	case class == nil && status == 0 && unreachable(err) && !errors.Is(err, context.Canceled):
-		return nil, fmt.Errorf("cannot reach S3 endpoint %s: %w", s.endpoint, err)
+		class, err = store.ErrAccess, &credentialsError{err}
+	case class == nil && status == 0 && !timedOut(err) && unreachable(err) && !errors.Is(err, context.Canceled):
+		// A timeout names the endpoint and the limit already.
+		err = fmt.Errorf("cannot reach S3 endpoint %s: %w", s.endpoint, err)
 	}
-	return class, err
+	return portable.Classify(class, err)
 }
 
 // noCredentials reports whether the SDK found no credentials to sign the

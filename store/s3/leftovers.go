@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
 // SweepLeftovers implements store.LeftoverSweeper: it aborts the
@@ -22,6 +23,10 @@ import (
 // aborted meanwhile is skipped. A listing answered with NoSuchUpload
 // means there are none.
 func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
+	return s.b.sweepLeftovers(ctx, prefix, olderThan)
+}
+
+func (s *bucket) sweepLeftovers(ctx context.Context, prefix string, olderThan time.Duration) (store.Leftovers, error) {
 	const op = "sweep-leftovers"
 	var got store.Leftovers
 	// No Prefix in the listing: MinIO takes it for an exact key and would
@@ -35,7 +40,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 			return got, nil // some servers (gofakes3) say so of a bucket without uploads
 		}
 		if err != nil {
-			return got, s.classify(op, prefix, false, err)
+			return got, portable.Wrap(op, prefix, s.err(false, err))
 		}
 		now := serverTime(out.ResultMetadata)
 		if err := store.CheckServerTime(now, store.OpList, prefix, "the age of incomplete uploads"); err != nil {
@@ -58,7 +63,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 			case noSuchUpload(err):
 				continue
 			case err != nil:
-				return got, s.classify(op, key, false, err)
+				return got, portable.Wrap(op, key, s.err(false, err))
 			}
 			got.Count++
 			got.Bytes += size
@@ -71,7 +76,7 @@ func (s *Store) SweepLeftovers(ctx context.Context, prefix string, olderThan tim
 }
 
 // uploadedBytes sums the sizes of the parts of an incomplete upload.
-func (s *Store) uploadedBytes(ctx context.Context, key string, id *string, counts *store.Counts) (int64, error) {
+func (s *bucket) uploadedBytes(ctx context.Context, key string, id *string, counts *store.Counts) (int64, error) {
 	var n int64
 	p := awss3.NewListPartsPaginator(s.client, &awss3.ListPartsInput{Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: id})
 	for p.HasMorePages() {

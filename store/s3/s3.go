@@ -90,9 +90,16 @@ type Options struct {
 	StorageClass string
 }
 
-// Store is a store.Store backed by one S3 bucket. It is safe for concurrent
+// Store is a store.Store backed by one S3 bucket: the portable layer
+// (package portable) over the bucket's requests. It is safe for concurrent
 // use.
 type Store struct {
+	*portable.Bucket
+	b *bucket
+}
+
+// bucket is the portable.Driver of one S3 bucket.
+type bucket struct {
 	client   *awss3.Client
 	uploader *transfermanager.Client
 	bucket   string
@@ -102,7 +109,11 @@ type Store struct {
 	class    string
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store           = (*Store)(nil)
+	_ portable.Versions     = (*bucket)(nil)
+	_ store.LeftoverSweeper = (*Store)(nil)
+)
 
 // New returns a Store for opts.Bucket. It loads the AWS configuration but
 // sends no request, so a wrong bucket, endpoint or credential shows up in
@@ -182,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if endpoint == "" {
 		endpoint = "AWS S3 in " + cfg.Region
 	}
-	return &Store{
+	b := &bucket{
 		client: client,
 		uploader: transfermanager.New(detachedCreate{client}, func(o *transfermanager.Options) {
 			o.MultipartUploadThreshold = PartThreshold
@@ -197,7 +208,11 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		ver:      versions.NewState(opts.Versioning),
 		enc:      opts.Encryption,
 		class:    opts.StorageClass,
-	}, nil
+	}
+	return &Store{Bucket: portable.New(b, portable.Limits{
+		MaxObject: maxObjectSize,
+		Part:      func(int64) int64 { return PartThreshold },
+	}), b: b}, nil
 }
 
 // detachedCreate is the client the uploader uses. It sends
@@ -215,18 +230,18 @@ func (c detachedCreate) CreateMultipartUpload(ctx context.Context, in *awss3.Cre
 
 // String names the store's bucket and endpoint; so do %v and %+v, which
 // would otherwise print a customer key.
-func (s *Store) String() string { return "s3://" + s.bucket + " at " + s.endpoint }
+func (s *Store) String() string { return "s3://" + s.b.bucket + " at " + s.b.endpoint }
 
 // Get opens the object for reading. The caller must close the body. If the
 // key does not exist, Get returns an error matching store.ErrNotExist.
-func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
 	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key}
 	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
 		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
 	}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
-		return nil, store.Attrs{}, s.classify("get", key, false, err)
+		return nil, store.Attrs{}, s.err(false, err)
 	}
 	return out.Body, store.Attrs{
 		ETag:            trimETag(out.ETag),
@@ -241,14 +256,14 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 
 // Head returns the object's attributes. If the key does not exist, Head
 // returns an error matching store.ErrNotExist.
-func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
+func (s *bucket) Head(ctx context.Context, key string) (store.Attrs, error) {
 	in := &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key}
 	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
 		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
 	}
 	out, err := s.client.HeadObject(ctx, in)
 	if err != nil {
-		return store.Attrs{}, s.classify("head", key, false, err)
+		return store.Attrs{}, s.err(false, err)
 	}
 	return store.Attrs{
 		ETag:            trimETag(out.ETag),
@@ -261,17 +276,10 @@ func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	}, nil
 }
 
-// Put writes the whole object; see store.Store. Bodies of at most
-// PartThreshold bytes go up in one PutObject, larger ones as a multipart
-// upload. A body of unknown size is buffered in memory up to PartThreshold
-// bytes to decide. A conditional write always goes up in one PutObject, of
-// at most store.MaxConditionalSize bytes (buffered if the body cannot seek):
-// servers exist that ignore conditions on CompleteMultipartUpload.
-func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
-	b, err := portable.Read(body, opts, PartThreshold, maxObjectSize)
-	if err != nil {
-		return store.Attrs{}, store.Wrap("put", key, nil, err)
-	}
+// Put sends a body of at most PartThreshold bytes, and every conditional
+// one, in one PutObject, and a larger one as a multipart upload: servers
+// exist that ignore conditions on CompleteMultipartUpload.
+func (s *bucket) Put(ctx context.Context, key string, b portable.Body, opts store.PutOptions) (store.Attrs, error) {
 	attrs := store.Attrs{
 		Metadata:        opts.Metadata,
 		ContentType:     opts.ContentType,
@@ -300,7 +308,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 		}
 		out, err := s.client.PutObject(ctx, in)
 		if err != nil {
-			return store.Attrs{}, s.classify("put", key, opts.IfMatch != "", err)
+			return store.Attrs{}, s.err(opts.IfMatch != "", err)
 		}
 		s.sawVersionID(out.VersionId)
 		attrs.ETag = trimETag(out.ETag)
@@ -327,7 +335,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	}
 	out, err := s.uploader.UploadObject(ctx, in)
 	if err != nil {
-		return store.Attrs{}, s.classify("put", key, false, err)
+		return store.Attrs{}, s.err(false, err)
 	}
 	s.sawVersionID(out.VersionID)
 	attrs.ETag = trimETag(out.ETag)
@@ -336,97 +344,46 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts store.
 	return attrs, nil
 }
 
-// Delete removes the object; see store.Store. Deleting a missing key is not
-// an error. With opts.IfMatch on a server that answers 412 for a missing key,
-// Delete asks with a HEAD whether the key exists before reporting
-// store.ErrPrecondition. On a bucket that keeps versions, Delete removes
-// every version of the key (see store.Versioner).
-func (s *Store) Delete(ctx context.Context, key string, opts store.DeleteOptions) error {
-	return s.ver.Delete(ctx, s, "delete", key,
-		func() error { return s.deleteVersions(ctx, "delete", []string{key}, opts.IfMatch) },
-		func() error { return s.deleteObject(ctx, key, opts) })
-}
-
-// deleteObject is Delete on a bucket that keeps no versions.
-func (s *Store) deleteObject(ctx context.Context, key string, opts store.DeleteOptions) (err error) {
-	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+// Delete sends one DeleteObject.
+func (s *bucket) Delete(ctx context.Context, key, ifMatch string) error {
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket:  &s.bucket,
 		Key:     &key,
-		IfMatch: quoteETag(opts.IfMatch),
+		IfMatch: quoteETag(ifMatch),
+	})
+	// Classified without the If-Match rule: a 404 means the key is gone.
+	return s.err(false, err)
+}
+
+// DeleteBatch sends one DeleteObjects.
+func (s *bucket) DeleteBatch(ctx context.Context, keys []string) ([]portable.KeyError, error) {
+	ids := make([]types.ObjectIdentifier, len(keys))
+	for i := range keys {
+		ids[i] = types.ObjectIdentifier{Key: &keys[i]}
+	}
+	out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
+		Bucket: &s.bucket,
+		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 	})
 	if err != nil {
-		// Classified without the If-Match rule: a 404 means the key is gone.
-		err = s.classify("delete", key, false, err)
+		return nil, s.err(false, err)
 	}
-	return portable.Deleted(ctx, s, key, opts.IfMatch, err)
+	var failed []portable.KeyError
+	for _, e := range out.Errors {
+		code := aws.ToString(e.Code)
+		failed = append(failed, portable.KeyError{Key: aws.ToString(e.Key), Err: portable.Classify(
+			store.ClassOfS3(code, 0, false), fmt.Errorf("%s: %s", code, aws.ToString(e.Message)))})
+	}
+	return failed, nil
 }
 
-// DeleteMany removes the keys with DeleteObjects requests of at most
-// store.MaxDeleteBatch keys each, one after another. Missing keys are not an
-// error. The error, if any, names the keys that were not deleted. On a
-// bucket that keeps versions, DeleteMany removes every version of the keys
-// (see store.Versioner).
-func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	return s.ver.Delete(ctx, s, "delete-many", keys[0],
-		func() error { return s.deleteVersions(ctx, "delete-many", keys, "") },
-		func() error { return s.deleteObjects(ctx, keys) })
-}
-
-// deleteObjects is DeleteMany on a bucket that keeps no versions.
-func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
-	var failed []string
-	var firstClass error // the class of the first per-key failure
-	var firstErr string  // and its description
-	for start := 0; start < len(keys); start += store.MaxDeleteBatch {
-		batch := keys[start:min(start+store.MaxDeleteBatch, len(keys))]
-		ids := make([]types.ObjectIdentifier, len(batch))
-		for i := range batch {
-			ids[i] = types.ObjectIdentifier{Key: &batch[i]}
-		}
-		out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
-			Bucket: &s.bucket,
-			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
-		})
-		if err != nil {
-			rest := append(failed, keys[start:]...)
-			class, cause := s.sort(err, false)
-			return store.Wrap("delete-many", rest[0], class,
-				fmt.Errorf("%d keys not deleted (%s): %w", len(rest), store.KeyList(rest), cause))
-		}
-		for _, e := range out.Errors {
-			code := aws.ToString(e.Code)
-			class := store.ClassOfS3(code, 0, false)
-			if class == store.ErrNotExist {
-				continue
-			}
-			if len(failed) == 0 {
-				firstClass = class
-				firstErr = fmt.Sprintf("%q: %s: %s", aws.ToString(e.Key), code, aws.ToString(e.Message))
-			}
-			failed = append(failed, aws.ToString(e.Key))
-		}
-	}
-	if len(failed) > 0 {
-		return store.Wrap("delete-many", failed[0], firstClass,
-			fmt.Errorf("%d keys not deleted (%s); the first failed with %s", len(failed), store.KeyList(failed), firstErr))
-	}
-	return nil
-}
-
-// List returns one page of the listing; see store.Store.
-func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
-	maxKeys := req.MaxKeys
-	if maxKeys <= 0 || maxKeys > store.MaxListPage {
-		maxKeys = store.MaxListPage
-	}
+// List sends one ListObjectsV2.
+func (s *bucket) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
 	in := &awss3.ListObjectsV2Input{
 		Bucket:    &s.bucket,
 		Prefix:    optString(req.Prefix),
 		Delimiter: optString(req.Delimiter),
-		MaxKeys:   aws.Int32(int32(maxKeys)),
+		MaxKeys:   aws.Int32(int32(req.MaxKeys)),
 	}
 	if req.Token != "" {
 		in.ContinuationToken = &req.Token
@@ -435,7 +392,7 @@ func (s *Store) List(ctx context.Context, req store.ListRequest) (store.ListPage
 	}
 	out, err := s.client.ListObjectsV2(ctx, in)
 	if err != nil {
-		return store.ListPage{}, s.classify("list", req.Prefix, false, err)
+		return store.ListPage{}, s.err(false, err)
 	}
 	var page store.ListPage
 	for _, o := range out.Contents {

@@ -13,17 +13,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
 )
 
 // Versioning implements store.Versioner: it asks GetBucketVersioning once
 // per Store, unless Options.Versioning declared the answer or a Put was
 // answered with a version id (versions.State).
-func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
+func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) { return s.b.Versioning(ctx) }
+
+// Versioning implements versions.Client.
+func (s *bucket) Versioning(ctx context.Context) (store.Versioning, error) {
 	return s.ver.Get(ctx, s.bucket, func(ctx context.Context) (bool, error) {
 		out, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: &s.bucket})
 		if err != nil {
-			class, cause := s.sort(err, false)
+			class, cause := portable.Split(s.err(false, err))
 			return false, store.Wrap("get-bucket-versioning", s.bucket, class, versions.CannotTell(cause))
 		}
 		return out.Status != "", nil
@@ -31,61 +35,24 @@ func (s *Store) Versioning(ctx context.Context) (store.Versioning, error) {
 }
 
 // sawVersionID records the version id a write was answered with.
-func (s *Store) sawVersionID(id *string) { s.ver.SawVersionID(aws.ToString(id)) }
+func (s *bucket) sawVersionID(id *string) { s.ver.SawVersionID(aws.ToString(id)) }
 
-// deleteVersions deletes every version of keys that a listing shows, older
-// versions before the latest (see store.Versioner), and adds what it freed
-// to the tracker in ctx. With ifMatch (one key), it deletes nothing unless
-// the latest version is an object with that ETag.
-func (s *Store) deleteVersions(ctx context.Context, op string, keys []string, ifMatch string) error {
-	sorted, prefix := versions.Keys(keys)
-	if len(sorted) == 0 {
-		return nil
-	}
-	var freed store.Freed
-	defer func() { store.AddFreed(ctx, freed) }()
-	freed.Versioned = true
-	plan, err := versions.Collect(sorted, s.listVersions(ctx, prefix, &freed.Requests))
-	if err != nil {
-		return s.classify(op, sorted[0], false, err)
-	}
-	if ifMatch != "" {
-		cur, ok := plan.Current(sorted[0])
-		if !ok || cur.Marker {
-			return nil // already gone
-		}
-		if cur.ETag != ifMatch {
-			return store.Wrap(op, sorted[0], store.ErrPrecondition, fmt.Errorf("the current version has ETag %q, not %q", cur.ETag, ifMatch))
-		}
-	}
-	for _, wave := range [][]versions.Version{plan.Older, plan.Latest} {
-		for _, batch := range versions.Batches(wave) {
-			failed, err := s.deleteBatch(ctx, op, batch, &freed.Requests)
-			f := versions.Tally(batch, failed)
-			freed.Versions += f.Versions
-			freed.Markers += f.Markers
-			freed.Bytes += f.Bytes
-			if err != nil {
-				// The latest versions stay when an older one could not
-				// be deleted: the key stays as it was.
-				return err
-			}
-		}
-	}
-	return nil
+// VersionedDelete implements portable.Versions (see store.Versioner).
+func (s *bucket) VersionedDelete(ctx context.Context, op string, keys []string, ifMatch string, plain func() error) error {
+	return s.ver.Delete(ctx, s, op, keys, ifMatch, plain)
 }
 
-// listVersions lists the versions and delete markers under prefix, in key
+// ListVersions lists the versions and delete markers under prefix, in key
 // order. A truncated page whose markers do not advance fails with
 // store.ErrListingStuck.
-func (s *Store) listVersions(ctx context.Context, prefix string, counts *store.Counts) iter.Seq2[versions.Version, error] {
+func (s *bucket) ListVersions(ctx context.Context, prefix string, counts *store.Counts) iter.Seq2[versions.Version, error] {
 	return func(yield func(versions.Version, error) bool) {
 		in := &awss3.ListObjectVersionsInput{Bucket: &s.bucket, Prefix: optString(prefix)}
 		for {
 			counts[store.OpList]++
 			out, err := s.client.ListObjectVersions(ctx, in)
 			if err != nil {
-				yield(versions.Version{}, err)
+				yield(versions.Version{}, s.err(false, err))
 				return
 			}
 			var page []versions.Version
@@ -121,10 +88,10 @@ func (s *Store) listVersions(ctx context.Context, prefix string, counts *store.C
 	}
 }
 
-// deleteBatch deletes the versions with one DeleteObjects request. It
+// DeleteVersions deletes the versions with one DeleteObjects request. It
 // returns the versions that are not deleted, and an error naming them.
 // A version that is already gone is not an error.
-func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Version, counts *store.Counts) (map[[2]string]bool, error) {
+func (s *bucket) DeleteVersions(ctx context.Context, op string, batch []versions.Version, counts *store.Counts) (map[[2]string]bool, error) {
 	ids := make([]types.ObjectIdentifier, len(batch))
 	for i, v := range batch {
 		ids[i] = types.ObjectIdentifier{Key: aws.String(v.Key), VersionId: optString(v.ID)}
@@ -139,7 +106,7 @@ func (s *Store) deleteBatch(ctx context.Context, op string, batch []versions.Ver
 		for _, v := range batch {
 			failed[[2]string{v.Key, v.ID}] = true
 		}
-		class, cause := s.sort(err, false)
+		class, cause := portable.Split(s.err(false, err))
 		return failed, store.Wrap(op, batch[0].Key, class, fmt.Errorf("%d versions not deleted, from %s: %w", len(batch), versions.Describe(batch[0].Key, batch[0].ID), cause))
 	}
 	var firstClass error

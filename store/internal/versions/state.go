@@ -77,12 +77,12 @@ func (v *State) SawVersionID(id string) {
 	}
 }
 
-// Delete runs a driver's delete of key (the first of several) for op: on a
+// dispatch runs a driver's delete of key (the first of several) for op: on a
 // bucket that keeps versions everyVersion, which removes every version of
 // the keys, and on another plain. A plain delete on a bucket that keeps
 // versions though it was declared not to only adds delete markers, and
-// Delete tells the tracker in ctx that it freed nothing.
-func (v *State) Delete(ctx context.Context, s store.Versioner, op, key string, everyVersion, plain func() error) error {
+// dispatch tells the tracker in ctx that it freed nothing.
+func (v *State) dispatch(ctx context.Context, s store.Versioner, op, key string, everyVersion, plain func() error) error {
 	switch keeps, err := s.Versioning(ctx); {
 	case err != nil:
 		return store.Wrap(op, key, nil, err)
