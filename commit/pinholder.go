@@ -88,7 +88,10 @@ func (h *PinHolder) Pinned(gen string) bool {
 }
 
 // Renew renews the pin of every generation held, and pins again each one
-// whose pin could not be renewed or was never written.
+// whose pin could not be renewed or was never written. A pin that cannot
+// be renewed is let go only once its successor is written: the renewal
+// may have failed on the way (a 500, a timeout) while the pin still
+// holds the generation.
 func (h *PinHolder) Renew(ctx context.Context) {
 	h.mu.Lock()
 	gens := make([]*heldGen, 0, len(h.held))
@@ -100,21 +103,47 @@ func (h *PinHolder) Renew(ctx context.Context) {
 		h.mu.Lock()
 		p := g.pin
 		h.mu.Unlock()
-		if p != nil {
-			err := p.Renew(ctx)
-			if err == nil || errors.Is(err, context.Canceled) {
-				continue
-			}
-			h.log.Warn("cannot renew a pin; pinning the generation again", "pin", p.Key, "err", err)
-			h.mu.Lock()
-			if g.pin == p {
-				g.pin = nil
-			}
-			h.mu.Unlock()
-			h.release(ctx, p)
+		if p == nil {
+			h.pin(ctx, g)
+			continue
 		}
-		h.pin(ctx, g)
+		err := p.Renew(ctx)
+		if errors.Is(err, context.Canceled) {
+			continue
+		}
+		if err == nil {
+			// Dropped while its renewal was under way, the pin may have
+			// been written again after its release.
+			if !h.holds(g, p) {
+				h.release(ctx, p)
+			}
+			continue
+		}
+		h.log.Warn("cannot renew a pin; pinning the generation again", "pin", p.Key, "err", err)
+		next, err := g.snap.Pin(context.WithoutCancel(ctx), h.ttl, h.owner)
+		if err != nil {
+			h.log.Warn("cannot pin a generation; it is read while the collector retains it", "generation", g.snap.Generation(), "seq", g.snap.Seq(), "err", err)
+			continue
+		}
+		h.mu.Lock()
+		swap := h.held[g.snap.Generation()] == g && g.pin == p
+		if swap {
+			g.pin = next
+		}
+		h.mu.Unlock()
+		if swap {
+			h.release(ctx, p)
+		} else {
+			h.release(ctx, next)
+		}
 	}
+}
+
+// holds reports whether g is held with the pin p.
+func (h *PinHolder) holds(g *heldGen, p *Pin) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[g.snap.Generation()] == g && g.pin == p
 }
 
 // Close releases every pin and forgets every hold.

@@ -2,6 +2,7 @@ package commit_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
@@ -144,4 +146,98 @@ func TestPinHolderCloseReleasesEveryPin(t *testing.T) {
 	require.Empty(t, pinKeys(t, s))
 	h.Renew(ctx)
 	require.Empty(t, pinKeys(t, s), "nothing is held after Close")
+}
+
+// Drop lands between a renewal's HEAD and its PUT, which writes the pin
+// again after Drop released it: the renewal releases it.
+func TestPinHolderReleasesAPinItsRenewalWroteAfterTheLastDrop(t *testing.T) {
+	ctx := context.Background()
+	_, s, _ := clockedDataset(t)
+	fs := faults.NewStore(s)
+	snap, err := commit.New(fs).Open(ctx)
+	require.NoError(t, err)
+	h := commit.NewPinHolder(time.Minute, "test", nil)
+	h.Hold(ctx, snap)
+	require.Len(t, pinKeys(t, s), 1)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
+		h.Drop(ctx, snap.Generation()) // the reader lets go while the renewal is under way
+		require.Empty(t, pinKeys(t, s), "Drop released the pin")
+	}})
+	h.Renew(ctx)
+	require.Empty(t, pinKeys(t, s), "a pin written after its generation was dropped is released")
+}
+
+// Close lands between a renewal's HEAD and its PUT: nothing stays pinned.
+func TestPinHolderReleasesAPinItsRenewalWroteAfterClose(t *testing.T) {
+	ctx := context.Background()
+	_, s, _ := clockedDataset(t)
+	fs := faults.NewStore(s)
+	snap, err := commit.New(fs).Open(ctx)
+	require.NoError(t, err)
+	h := commit.NewPinHolder(time.Minute, "test", nil)
+	h.Hold(ctx, snap)
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
+		require.NoError(t, h.Close(ctx))
+	}})
+	h.Renew(ctx)
+	require.Empty(t, pinKeys(t, s), "nothing is pinned after Close")
+}
+
+// A renewal fails on the way (a 500 on its HEAD) while the pin is live:
+// the old pin stays until the new one is written, so the generation is
+// never without a pin.
+func TestPinHolderKeepsAPinThatFailedToRenewUntilItsSuccessorIsWritten(t *testing.T) {
+	ctx := context.Background()
+	_, s, _ := clockedDataset(t)
+	fs := faults.NewStore(s)
+	snap, err := commit.New(fs).Open(ctx)
+	require.NoError(t, err)
+	h := commit.NewPinHolder(time.Minute, "test", nil)
+	h.Hold(ctx, snap)
+	old := pinKeys(t, s)
+	require.Len(t, old, 1)
+	fs.Add(faults.Rule{Op: store.OpHead, Key: commit.PinDir, Kind: faults.Internal, Times: 1})
+	var during []string
+	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
+		// a collector listing _pin/ now sees what is here
+		for _, k := range pinKeys(t, s) {
+			if strings.Contains(k, snap.Generation()) {
+				during = append(during, k)
+			}
+		}
+	}})
+	h.Renew(ctx)
+	require.True(t, h.Pinned(snap.Generation()))
+	require.NotEmpty(t, during, "while the new pin is written, the generation is held by some live pin (the old one never expired)")
+}
+
+// A reader holds seq 1, below the collector's reach unless pinned. A
+// collector runs while the renewal writes a new pin, with and without a
+// 500 on the renewal's HEAD: seq 1 is kept either way.
+func TestPinHolderRenewalThatFailsOnTheWayNeverLetsTheCollectorTakeTheGeneration(t *testing.T) {
+	for _, fault := range []bool{false, true} {
+		ctx := context.Background()
+		_, s, _ := clockedDataset(t) // seq 1 and 2
+		fs := faults.NewStore(s)
+		d := commit.New(fs)
+		first, err := d.OpenAt(ctx, "1")
+		require.NoError(t, err)
+		h := commit.NewPinHolder(time.Minute, "test", nil)
+		h.Hold(ctx, first)
+		require.True(t, h.Pinned(first.Generation()))
+		if fault {
+			fs.Add(faults.Rule{Op: store.OpHead, Key: commit.PinDir, Kind: faults.Internal, Times: 1})
+		}
+		ran := false
+		fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
+			_, err := gc.Run(ctx, s, gc.Options{Keep: -1, Grace: -1, OrphanAge: -1})
+			require.NoError(t, err)
+			ran = true
+		}})
+		h.Renew(ctx)
+		require.True(t, ran)
+		e, _ := first.Manifest.Find("a")
+		_, err = s.Head(ctx, e.Key)
+		require.NoError(t, err, "fault=%v: the generation a reader holds is kept while its pin is live", fault)
+	}
 }

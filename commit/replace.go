@@ -66,42 +66,37 @@ func (tx *Tx) Replaced(ctx context.Context) (map[string]generation.Entry, error)
 }
 
 // Unchanged reports whether committing would publish the files it
-// replaces as they are: every file staged in its scope matched the base
-// file at its path (a reuse, not an upload or a resume), with the same
-// mode, the scope holds no other file, and the objects referenced are all
-// still in the store. The check uploads a missing or damaged object again
-// (see VerifyReferences), and then the commit is a change that repairs the
-// dataset. A first commit is never unchanged. Call it after staging.
+// replaces as they are: every file staged in its scope is the base's file
+// at its path (the same object, so a reuse, not an upload or a resume),
+// with the same mode, the scope holds no other file, and the objects are
+// all still in the store. The check uploads a missing or damaged object
+// again (see VerifyReferences), and then the commit is a change that
+// repairs the dataset. A first commit is never unchanged. Call it after
+// staging.
 func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
 	if tx.base == nil {
 		return false, nil
-	}
-	tx.mu.Lock()
-	scope := tx.scope
-	tx.mu.Unlock()
-	// An upload or a resume is a change, known without the base manifest.
-	var in []generation.Entry
-	for _, e := range tx.Entries() {
-		if !strings.HasPrefix(e.Path, scope) {
-			continue
-		}
-		if !tx.Reuses(e.Path) {
-			return false, nil
-		}
-		in = append(in, e)
 	}
 	replaced, err := tx.Replaced(ctx)
 	if err != nil {
 		return false, err
 	}
-	if len(in) != len(replaced) {
-		return false, nil
-	}
-	for _, e := range in {
-		// A reuse matched the base's file at its path, which is replaced.
-		if replaced[e.Path].Mode != e.Mode {
+	tx.mu.Lock()
+	scope := tx.scope
+	tx.mu.Unlock()
+	n := 0
+	for _, e := range tx.Entries() {
+		if !strings.HasPrefix(e.Path, scope) {
+			continue
+		}
+		n++
+		old, ok := replaced[e.Path]
+		if !ok || old.Key != e.Key || old.Mode != e.Mode {
 			return false, nil
 		}
+	}
+	if n != len(replaced) {
+		return false, nil
 	}
 	if err := tx.VerifyReferences(ctx); err != nil {
 		return false, err
@@ -141,13 +136,13 @@ func (l DeleteLimit) String() string {
 // Check refuses, with a DeleteLimitError, a commit of paths that would
 // drop more of the replaced files than the limit allows.
 func (l DeleteLimit) Check(replaced map[string]generation.Entry, paths []string) error {
-	kept := 0
+	kept := map[string]bool{}
 	for _, p := range paths {
 		if _, ok := replaced[p]; ok {
-			kept++
+			kept[p] = true
 		}
 	}
-	dropped := len(replaced) - kept
+	dropped := len(replaced) - len(kept)
 	limit := l.N
 	if l.Percent {
 		limit = len(replaced) * l.N / 100

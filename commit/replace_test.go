@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/faults"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
@@ -244,4 +245,64 @@ func TestParseDeleteLimit(t *testing.T) {
 		_, err := commit.ParseDeleteLimit(in)
 		assert.Error(t, err, in)
 	}
+}
+
+// A path matched against the base, then staged again with other content:
+// the commit would publish the new content, so it is not unchanged.
+func TestChangedWhenAReusedPathIsStagedAgain(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	dir := writeFiles(t, 2, "1")
+	putDir(t, d, dir)
+	tx := stageDir(t, d, dir, "") // every file reused
+	require.NoError(t, tx.PutBytes(ctx, "d/0001", []byte("file 1 version 2")))
+	e, _ := func() (generation.Entry, bool) {
+		for _, e := range tx.Entries() {
+			if e.Path == "d/0001" {
+				return e, true
+			}
+		}
+		return generation.Entry{}, false
+	}()
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	old, _ := snap.Manifest.Find("d/0001")
+	require.NotEqual(t, old.SHA256, e.SHA256, "the Tx stages other content at d/0001")
+	assert.False(t, unchanged(t, tx), "content differs at d/0001")
+}
+
+// Same through PutFile: reused, then the local file is replaced and staged again.
+func TestChangedWhenAReusedPathIsPutFileAgain(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	dir := writeFiles(t, 2, "1")
+	putDir(t, d, dir)
+	tx := stageDir(t, d, dir, "")
+	other := filepath.Join(t.TempDir(), "x")
+	require.NoError(t, os.WriteFile(other, []byte("other content"), 0o644))
+	require.NoError(t, tx.PutFile(ctx, "d/0001", other))
+	assert.False(t, unchanged(t, tx), "content differs at d/0001")
+}
+
+// DeleteLimit with a path named twice: b is dropped, the limit is 0.
+func TestDeleteLimitCountsAPathOnce(t *testing.T) {
+	replaced := map[string]generation.Entry{"a": {Path: "a"}, "b": {Path: "b"}}
+	assert.Error(t, commit.DeleteLimit{N: 0}.Check(replaced, []string{"a", "a"}))
+}
+
+// The check that the referenced objects are still there fails (the store
+// refuses): Unchanged cannot say the put is unchanged.
+func TestUnchangedFailsWhenTheReferencesCannotBeVerified(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	d := commit.New(s)
+	dir := writeFiles(t, 3, "1")
+	putDir(t, d, dir)
+	fs := faults.NewStore(s)
+	tx := stageDir(t, commit.New(fs), dir, "")
+	fs.Add(faults.Rule{Op: store.OpHead, Key: "_gen/", Kind: faults.Refused, Times: 1000})
+	fs.Add(faults.Rule{Op: store.OpList, Key: "_gen/", Kind: faults.Refused, Times: 1000})
+	same, err := tx.Unchanged(ctx)
+	require.NoError(t, tx.Discard(ctx))
+	assert.False(t, same && err == nil, "unchanged without proof that the objects are there")
 }

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,6 +258,22 @@ func (m *FS) pin(ctx context.Context, t *tree) {
 func (m *FS) unpin(ctx context.Context, t *tree) {
 	if m.pins != nil {
 		m.pins.Drop(ctx, t.snap.Generation())
+	}
+}
+
+// opened counts a file handle of t. A generation no longer shown is held
+// again if it was let go: a process may open a file from a directory of
+// it that it keeps open.
+func (m *FS) opened(ctx context.Context, t *tree) {
+	m.mu.Lock()
+	t.open.Add(1)
+	again := t != m.current() && !slices.Contains(m.old, t)
+	if again {
+		m.old = append(m.old, t)
+	}
+	m.mu.Unlock()
+	if again {
+		m.pin(ctx, t)
 	}
 }
 

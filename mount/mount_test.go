@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,10 +24,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
 )
 
 // storeNamed returns a fresh store of the testenv factory of that name.
@@ -586,4 +589,62 @@ func TestMountListsWithoutRequestsAndGetsEachContentOnceWhileCached(t *testing.T
 	require.NoError(t, err)
 	require.Equal(t, "other", string(b))
 	require.Equal(t, int64(2), gets()-startGets)
+}
+
+// The mount renews the pin of the generation it shows: once the pin lapsed
+// by the store's clock, the renewal pins it anew.
+func TestMountRenewsThePinOfTheGenerationItShows(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var mu sync.Mutex
+	s := mem.New(mem.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	d := commit.New(s)
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"a.txt": "a"})
+	commitDir(t, d, src)
+	m, _, _ := mountT(t, d, Options{PinTTL: time.Hour})
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	m.renewPins()
+	keys := pins(t, s)
+	require.Len(t, keys, 1)
+	a, err := s.Head(ctx, keys[0])
+	require.NoError(t, err)
+	require.Less(t, a.ServerTime.Sub(a.LastModified), time.Hour, "the pin is live")
+}
+
+// A process keeps a directory of generation 1 open (as a working directory)
+// while the mount moves on; with no file open, generation 1 is unpinned.
+// When the process opens a file there, generation 1 is pinned again.
+func TestMountHoldsAGenerationNoLongerShownAgainWhenAFileOfItIsOpened(t *testing.T) {
+	s := storeNamed(t, "fs")
+	d := commit.New(s)
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"dir/b.txt": "one"})
+	first := commitDir(t, d, src)
+	m, dir, _ := mountT(t, d, Options{Follow: true, Refresh: 20 * time.Millisecond, Owner: "test"})
+	sub, err := os.Open(filepath.Join(dir, "dir"))
+	require.NoError(t, err)
+	defer sub.Close()
+
+	writeFiles(t, src, map[string]string{"dir/b.txt": "two"})
+	snap := commitDir(t, d, src)
+	waitFor(t, "seq 2 at the root", func() bool { return m.Snapshot().Seq() == snap.Seq() })
+	waitFor(t, "generation 1 unpinned", func() bool { return len(pins(t, s)) == 1 })
+
+	fd, err := unix.Openat(int(sub.Fd()), "b.txt", unix.O_RDONLY, 0)
+	require.NoError(t, err)
+	f := os.NewFile(uintptr(fd), "b.txt")
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	require.NoError(t, err)
+	require.Equal(t, "one", string(b), "the file is generation 1's")
+	held := false
+	for _, k := range pins(t, s) {
+		if gen, _, err := commit.ParsePinKey(k); err == nil && gen == first.Generation() {
+			held = true
+		}
+	}
+	require.True(t, held, "a file open in generation 1 pins it again")
 }

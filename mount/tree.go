@@ -259,7 +259,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	n.t.open.Add(1)
+	n.m.opened(ctx, n.t)
 	b, err := n.m.cache.acquire(ctx, n.t.snap, n.fe.e)
 	if err != nil {
 		n.m.closed(n.t)

@@ -349,12 +349,22 @@ func (b *backend) HeadObject(ctx context.Context, bucket, key string) (*gofakes3
 	return obj, nil
 }
 
-func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeRequest *gofakes3.ObjectRangeRequest) (*gofakes3.Object, error) {
+func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeRequest *gofakes3.ObjectRangeRequest) (obj *gofakes3.Object, err error) {
 	snap, _, e, err := b.object(ctx, bucket, key)
 	if err != nil {
 		return nil, err
 	}
-	obj, err := describeObject(snap, key, e)
+	sn, err := b.bucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	done := sn.reading(ctx, snap)
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	obj, err = describeObject(snap, key, e)
 	if err != nil {
 		return nil, err
 	}
@@ -376,11 +386,10 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 		return nil, err
 	}
 	obj.Range = rng
-	if rng == nil {
-		obj.Contents = bigCopy{rc}
-	} else {
-		obj.Contents = bigCopy{&rangeReader{rc: rc, skip: rng.Start, left: rng.Length}}
+	if rng != nil {
+		rc = &rangeReader{rc: rc, skip: rng.Start, left: rng.Length}
 	}
+	obj.Contents = bigCopy{rc, done}
 	return obj, nil
 }
 
@@ -448,7 +457,16 @@ const copyBuffer = 256 << 10
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
 
 // bigCopy copies its reader to the response in large reads and writes.
-type bigCopy struct{ io.ReadCloser }
+type bigCopy struct {
+	io.ReadCloser
+	done func() // called once the body is closed
+}
+
+func (c bigCopy) Close() error {
+	err := c.ReadCloser.Close()
+	c.done()
+	return err
+}
 
 func (c bigCopy) WriteTo(w io.Writer) (int64, error) {
 	buf := copyBuffers.Get().(*[]byte)

@@ -54,6 +54,9 @@ type cached struct {
 	// ends the entry then drops the hold, its remover if set, else the
 	// request that took it.
 	held bool
+	// readers counts the GETs streaming the generation: an entry being
+	// read is never forgotten.
+	readers int
 }
 
 type tagged struct {
@@ -256,6 +259,36 @@ func (s *snapshots) remember(ctx context.Context, snap *commit.Snapshot) *commit
 	return snap
 }
 
+// reading marks a request that streams snap's generation, until the
+// function it returns is called: maintenance keeps the generation, and its
+// pin, while a request reads it, however long that takes.
+func (s *snapshots) reading(ctx context.Context, snap *commit.Snapshot) func() {
+	gen := snap.Generation()
+	s.mu.Lock()
+	c, ok := s.byGen[gen]
+	if !ok {
+		// Forgotten since it was resolved: cache it again.
+		s.mu.Unlock()
+		s.remember(ctx, snap)
+		s.mu.Lock()
+		if c, ok = s.byGen[gen]; !ok {
+			s.mu.Unlock()
+			return func() {}
+		}
+	}
+	c.readers++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			c.readers--
+			c.lastUsed = s.now()
+			s.mu.Unlock()
+		})
+	}
+}
+
 // maintain renews the pins of the generations used within the pin's TTL,
 // and forgets (and unpins) the others, except the current one.
 func (s *snapshots) maintain(ctx context.Context) {
@@ -269,7 +302,7 @@ func (s *snapshots) maintain(ctx context.Context) {
 	s.mu.Lock()
 	var forget []string
 	for gen, c := range s.byGen {
-		if gen != curGen && now.Sub(c.lastUsed) >= s.pinTTL {
+		if gen != curGen && c.readers == 0 && now.Sub(c.lastUsed) >= s.pinTTL {
 			delete(s.byGen, gen)
 			delete(s.bySeq, c.snap.Seq())
 			if c.held {

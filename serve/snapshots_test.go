@@ -293,3 +293,52 @@ func TestServePinsAGenerationForgottenAndCachedAgainWhileItWasPinnedOnce(t *test
 	require.Empty(t, pinKeys(t, s), "forgotten again, it is unpinned")
 	require.False(t, snaps.pins.Pinned(first.Generation()))
 }
+
+// A GET streams seq 1 for longer than the pin TTL, with no other request:
+// maintenance keeps the generation and its pin until the body is closed.
+func TestServeKeepsTheGenerationAGetStreamsAndItsPinUntilTheBodyCloses(t *testing.T) {
+	ctx := context.Background()
+	d, s, first, _ := twoCommits(t)
+	snaps := newSnapshots(d, &Options{Refresh: time.Hour, PinTTL: time.Minute, Owner: "test", Logger: slog.New(slog.DiscardHandler)})
+	local := time.Now()
+	snaps.now = func() time.Time { return local }
+	b := &backend{s: &Server{buckets: map[string]*snapshots{"daily": snaps}}}
+	obj, err := b.GetObject(ctx, "daily", "@1/a", nil)
+	require.NoError(t, err)
+
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	require.True(t, snaps.pins.Pinned(first.Generation()), "the body is still being read")
+	body, err := io.ReadAll(obj.Contents)
+	require.NoError(t, err)
+	require.Equal(t, "one", string(body))
+	require.NoError(t, obj.Contents.Close())
+
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	require.False(t, snaps.pins.Pinned(first.Generation()), "unused for the TTL since the body closed")
+	for _, k := range pinKeys(t, s) {
+		gen, _, err := commit.ParsePinKey(k)
+		require.NoError(t, err)
+		require.NotEqual(t, first.Generation(), gen, "seq 1 is unpinned")
+	}
+}
+
+// Maintenance renews the pins of the generations served: once they lapsed
+// by the store's clock, each is pinned anew.
+func TestServeRenewsThePinsOfTheGenerationsItServes(t *testing.T) {
+	ctx := context.Background()
+	d, s, _, advance := twoCommits(t)
+	snaps := newSnapshots(d, &Options{Refresh: time.Hour, PinTTL: time.Minute, Owner: "test", Logger: slog.New(slog.DiscardHandler)})
+	_, err := snaps.current(ctx)
+	require.NoError(t, err)
+	for range 4 {
+		advance(40 * time.Second)
+		snaps.maintain(ctx)
+	}
+	keys := pinKeys(t, s)
+	require.Len(t, keys, 1)
+	a, err := s.Head(ctx, keys[0])
+	require.NoError(t, err)
+	require.Less(t, a.ServerTime.Sub(a.LastModified), time.Minute, "the pin is live")
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -102,6 +103,44 @@ func TestGCDryRunSendsNoWrite(t *testing.T) {
 			assert.Contains(t, ok(t, "gc", "--dry-run", "--keep", "0", "--grace", "0", u), "dry run at seq 3")
 			assert.Equal(t, writes, writeRequests(c))
 			assert.Equal(t, before, listing(t, s))
+		})
+	}
+}
+
+// The dry run agrees with the real put on unchanged and --max-delete,
+// with and without --into, for a mode-only change and a file fewer.
+func TestPutDryRunAgreesWithPutOnUnchangedAndMaxDelete(t *testing.T) {
+	dryUnchanged := func(out string) bool { return strings.Contains(out, "unchanged") }
+	for _, into := range []string{"", "p/"} {
+		t.Run("into="+into, func(t *testing.T) {
+			url := memURL()
+			ok(t, "put", writeTree(t, map[string]string{"top.txt": "t"}), url)
+			args := func(a ...string) []string {
+				if into != "" {
+					a = append([]string{a[0], "--into", into}, a[1:]...)
+				}
+				return a
+			}
+			src := writeTree(t, map[string]string{"a": "a", "b": "b", "c": "c"})
+			ok(t, args("put", src, url)...)
+
+			// a mode-only change: put commits, the dry run must not say unchanged
+			require.NoError(t, os.Chmod(filepath.Join(src, "a"), 0o755))
+			assert.False(t, dryUnchanged(ok(t, args("put", "--dry-run", src, url)...)), "mode only: dry run")
+			require.NoError(t, os.Chmod(filepath.Join(src, "a"), 0o644))
+
+			// a file fewer, the rest the same
+			require.NoError(t, os.Remove(filepath.Join(src, "c")))
+			assert.False(t, dryUnchanged(ok(t, args("put", "--dry-run", src, url)...)), "a file fewer: dry run")
+
+			// --max-delete 0 refuses dropping c, in the dry run as in put
+			code, _, _ := cli(t, "", args("put", "--dry-run", "--max-delete", "0", src, url)...)
+			assert.Equal(t, exitError, code, "dry run with --max-delete 0")
+			code, _, _ = cli(t, "", args("put", "--max-delete", "0", src, url)...)
+			assert.Equal(t, exitError, code, "put with --max-delete 0")
+			// the files outside --into are not judged: only c is dropped under p/
+			code, _, _ = cli(t, "", args("put", "--dry-run", "--max-delete", "1", src, url)...)
+			assert.Equal(t, exitOK, code, "dry run with --max-delete 1")
 		})
 	}
 }
