@@ -120,22 +120,7 @@ func (h *PinHolder) Renew(ctx context.Context) {
 			continue
 		}
 		h.log.Warn("cannot renew a pin; pinning the generation again", "pin", p.Key, "err", err)
-		next, err := g.snap.Pin(context.WithoutCancel(ctx), h.ttl, h.owner)
-		if err != nil {
-			h.log.Warn("cannot pin a generation; it is read while the collector retains it", "generation", g.snap.Generation(), "seq", g.snap.Seq(), "err", err)
-			continue
-		}
-		h.mu.Lock()
-		swap := h.held[g.snap.Generation()] == g && g.pin == p
-		if swap {
-			g.pin = next
-		}
-		h.mu.Unlock()
-		if swap {
-			h.release(ctx, p)
-		} else {
-			h.release(ctx, next)
-		}
+		h.replace(ctx, g, p)
 	}
 }
 
@@ -165,15 +150,20 @@ func (h *PinHolder) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// pin writes a pin for g unless it has one, keeping it only if g is still
-// held when the pin is written.
+// pin writes a pin for g unless it has one.
 func (h *PinHolder) pin(ctx context.Context, g *heldGen) {
 	h.mu.Lock()
 	has := g.pin != nil
 	h.mu.Unlock()
-	if has {
-		return
+	if !has {
+		h.replace(ctx, g, nil)
 	}
+}
+
+// replace writes a new pin for g. If g is still held with the pin old
+// (nil: none), the new pin takes its place and old is released; otherwise
+// the new pin is. A failed write leaves old in place.
+func (h *PinHolder) replace(ctx context.Context, g *heldGen, old *Pin) {
 	// The pin outlives the request that asked for it.
 	p, err := g.snap.Pin(context.WithoutCancel(ctx), h.ttl, h.owner)
 	if err != nil {
@@ -181,12 +171,14 @@ func (h *PinHolder) pin(ctx context.Context, g *heldGen) {
 		return
 	}
 	h.mu.Lock()
-	keep := h.held[g.snap.Generation()] == g && g.pin == nil
-	if keep {
+	swap := h.held[g.snap.Generation()] == g && g.pin == old
+	if swap {
 		g.pin = p
 	}
 	h.mu.Unlock()
-	if !keep {
+	if swap {
+		h.release(ctx, old)
+	} else {
 		h.release(ctx, p)
 	}
 }

@@ -148,39 +148,30 @@ func TestPinHolderCloseReleasesEveryPin(t *testing.T) {
 	require.Empty(t, pinKeys(t, s), "nothing is held after Close")
 }
 
-// Drop lands between a renewal's HEAD and its PUT, which writes the pin
-// again after Drop released it: the renewal releases it.
-func TestPinHolderReleasesAPinItsRenewalWroteAfterTheLastDrop(t *testing.T) {
-	ctx := context.Background()
-	_, s, _ := clockedDataset(t)
-	fs := faults.NewStore(s)
-	snap, err := commit.New(fs).Open(ctx)
-	require.NoError(t, err)
-	h := commit.NewPinHolder(time.Minute, "test", nil)
-	h.Hold(ctx, snap)
-	require.Len(t, pinKeys(t, s), 1)
-	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
-		h.Drop(ctx, snap.Generation()) // the reader lets go while the renewal is under way
-		require.Empty(t, pinKeys(t, s), "Drop released the pin")
-	}})
-	h.Renew(ctx)
-	require.Empty(t, pinKeys(t, s), "a pin written after its generation was dropped is released")
-}
-
-// Close lands between a renewal's HEAD and its PUT: nothing stays pinned.
-func TestPinHolderReleasesAPinItsRenewalWroteAfterClose(t *testing.T) {
-	ctx := context.Background()
-	_, s, _ := clockedDataset(t)
-	fs := faults.NewStore(s)
-	snap, err := commit.New(fs).Open(ctx)
-	require.NoError(t, err)
-	h := commit.NewPinHolder(time.Minute, "test", nil)
-	h.Hold(ctx, snap)
-	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
-		require.NoError(t, h.Close(ctx))
-	}})
-	h.Renew(ctx)
-	require.Empty(t, pinKeys(t, s), "nothing is pinned after Close")
+// The last Drop, or Close, lands between a renewal's HEAD and its PUT,
+// which writes the pin again after it was released: nothing stays pinned.
+func TestPinHolderReleasesAPinItsRenewalWroteAfterTheGenerationWasLetGo(t *testing.T) {
+	for name, letGo := range map[string]func(h *commit.PinHolder, gen string) error{
+		"drop":  func(h *commit.PinHolder, gen string) error { h.Drop(context.Background(), gen); return nil },
+		"close": func(h *commit.PinHolder, _ string) error { return h.Close(context.Background()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			_, s, _ := clockedDataset(t)
+			fs := faults.NewStore(s)
+			snap, err := commit.New(fs).Open(ctx)
+			require.NoError(t, err)
+			h := commit.NewPinHolder(time.Minute, "test", nil)
+			h.Hold(ctx, snap)
+			require.Len(t, pinKeys(t, s), 1)
+			fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
+				require.NoError(t, letGo(h, snap.Generation()))
+				require.Empty(t, pinKeys(t, s), "the pin was released")
+			}})
+			h.Renew(ctx)
+			require.Empty(t, pinKeys(t, s), "a pin written after its generation was let go is released")
+		})
+	}
 }
 
 // A renewal fails on the way (a 500 on its HEAD) while the pin is live:
