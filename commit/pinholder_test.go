@@ -13,20 +13,13 @@ import (
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
 	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/mem"
 )
 
 // pinKeys lists the pins of the store.
-func pinKeys(t *testing.T, s store.Store) []string {
-	t.Helper()
-	var keys []string
-	for o, err := range store.List(context.Background(), s, commit.PinDir, "", "") {
-		require.NoError(t, err)
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
+func pinKeys(t *testing.T, s store.Store) []string { return testenv.Keys(t, s, commit.PinDir) }
 
 // clockedDataset is a dataset of two commits on a mem store whose clock
 // the test moves.

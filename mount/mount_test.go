@@ -136,16 +136,7 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 // pins lists the pin keys of the dataset.
-func pins(t *testing.T, s store.Store) []string {
-	t.Helper()
-	page, err := s.List(context.Background(), store.ListRequest{Prefix: commit.PinDir})
-	require.NoError(t, err)
-	var keys []string
-	for _, o := range page.Objects {
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
+func pins(t *testing.T, s store.Store) []string { return testenv.Keys(t, s, commit.PinDir) }
 
 func TestMountShowsTheSnapshotToFindCatSha256sumAndDiff(t *testing.T) {
 	for _, name := range []string{"fs", "s3"} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/faults"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/pointer"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
@@ -202,15 +203,7 @@ func TestServeNeverTakesAnOlderPointerFromALateReadAhead(t *testing.T) {
 }
 
 // pinKeys lists the pins of the store.
-func pinKeys(t *testing.T, s store.Store) []string {
-	t.Helper()
-	var keys []string
-	for o, err := range store.List(context.Background(), s, commit.PinDir, "", "") {
-		require.NoError(t, err)
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
+func pinKeys(t *testing.T, s store.Store) []string { return testenv.Keys(t, s, commit.PinDir) }
 
 // twoCommits returns a dataset of two commits on a mem store whose clock
 // the test moves, and the snapshot of seq 1.

@@ -206,3 +206,16 @@ func removeBinaries() {
 		os.RemoveAll(publishBuild.dir)
 	}
 }
+
+// Keys lists the keys of s under prefix, failing the test on an error.
+func Keys(t testing.TB, s store.Store, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range store.List(context.Background(), s, prefix, "", "") {
+		if err != nil {
+			t.Fatalf("list %q: %v", prefix, err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
