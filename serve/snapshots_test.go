@@ -335,3 +335,25 @@ func TestServeRenewsThePinsOfTheGenerationsItServes(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, a.ServerTime.Sub(a.LastModified), time.Minute, "the pin is live")
 }
+
+// A generation forgotten between a GET's resolution and the start of its
+// body is cached and pinned again for the read.
+func TestServeCachesAgainAGenerationForgottenBeforeItsGetReadsIt(t *testing.T) {
+	ctx := context.Background()
+	d, _, first, _ := twoCommits(t)
+	snaps := newSnapshots(d, &Options{Refresh: time.Hour, PinTTL: time.Minute, Owner: "test", Logger: slog.New(slog.DiscardHandler)})
+	local := time.Now()
+	snaps.now = func() time.Time { return local }
+	snap, err := snaps.resolve(ctx, commit.SeqRef(1))
+	require.NoError(t, err)
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	require.False(t, snaps.pins.Pinned(first.Generation()), "forgotten")
+
+	done := snaps.reading(ctx, snap)
+	require.True(t, snaps.pins.Pinned(first.Generation()), "pinned again for the read")
+	local = local.Add(time.Minute)
+	snaps.maintain(ctx)
+	require.True(t, snaps.pins.Pinned(first.Generation()), "kept while it is read")
+	done()
+}
