@@ -38,6 +38,18 @@ func clockedDataset(t *testing.T) (*commit.Dataset, store.Store, func(time.Durat
 	return d, s, func(by time.Duration) { mu.Lock(); now = now.Add(by); mu.Unlock() }
 }
 
+// currentWithFaults is a holder of a minute's pins, and the current
+// snapshot of a clockedDataset read through a store whose faults the test
+// sets; s is the store beneath.
+func currentWithFaults(t *testing.T) (*commit.PinHolder, *commit.Snapshot, store.Store, *faults.Store) {
+	t.Helper()
+	_, s, _ := clockedDataset(t)
+	fs := faults.NewStore(s)
+	snap, err := commit.New(fs).Open(context.Background())
+	require.NoError(t, err)
+	return commit.NewPinHolder(time.Minute, "test", nil), snap, s, fs
+}
+
 func TestPinHolderPinsAGenerationOnceUntilItsLastHoldIsDropped(t *testing.T) {
 	ctx := context.Background()
 	d, s, _ := clockedDataset(t)
@@ -82,12 +94,8 @@ func TestPinHolderRenewalPinsALapsedGenerationAgain(t *testing.T) {
 
 func TestPinHolderRenewalWritesAPinTheStoreRefusedAtFirst(t *testing.T) {
 	ctx := context.Background()
-	_, s, _ := clockedDataset(t)
-	fs := faults.NewStore(s)
-	snap, err := commit.New(fs).Open(ctx)
-	require.NoError(t, err)
+	h, snap, s, fs := currentWithFaults(t)
 	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Refused, Times: 1})
-	h := commit.NewPinHolder(time.Minute, "test", nil)
 	h.Hold(ctx, snap)
 	assert.False(t, h.Pinned(snap.Generation()))
 	require.Empty(t, pinKeys(t, s))
@@ -101,11 +109,7 @@ func TestPinHolderRenewalWritesAPinTheStoreRefusedAtFirst(t *testing.T) {
 // nothing is left pinned that no one holds.
 func TestPinHolderReleasesAPinWrittenAfterItsGenerationWasDropped(t *testing.T) {
 	ctx := context.Background()
-	_, s, _ := clockedDataset(t)
-	fs := faults.NewStore(s)
-	snap, err := commit.New(fs).Open(ctx)
-	require.NoError(t, err)
-	h := commit.NewPinHolder(time.Minute, "test", nil)
+	h, snap, s, fs := currentWithFaults(t)
 	written, drop := make(chan struct{}), make(chan struct{})
 	fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Held, Times: 1, Then: func() {
 		close(written)
@@ -150,11 +154,7 @@ func TestPinHolderReleasesAPinItsRenewalWroteAfterTheGenerationWasLetGo(t *testi
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			_, s, _ := clockedDataset(t)
-			fs := faults.NewStore(s)
-			snap, err := commit.New(fs).Open(ctx)
-			require.NoError(t, err)
-			h := commit.NewPinHolder(time.Minute, "test", nil)
+			h, snap, s, fs := currentWithFaults(t)
 			h.Hold(ctx, snap)
 			require.Len(t, pinKeys(t, s), 1)
 			fs.Add(faults.Rule{Op: store.OpPut, Key: commit.PinDir, Kind: faults.Latency, Times: 1, Then: func() {
@@ -172,11 +172,7 @@ func TestPinHolderReleasesAPinItsRenewalWroteAfterTheGenerationWasLetGo(t *testi
 // never without a pin.
 func TestPinHolderKeepsAPinThatFailedToRenewUntilItsSuccessorIsWritten(t *testing.T) {
 	ctx := context.Background()
-	_, s, _ := clockedDataset(t)
-	fs := faults.NewStore(s)
-	snap, err := commit.New(fs).Open(ctx)
-	require.NoError(t, err)
-	h := commit.NewPinHolder(time.Minute, "test", nil)
+	h, snap, s, fs := currentWithFaults(t)
 	h.Hold(ctx, snap)
 	old := pinKeys(t, s)
 	require.Len(t, old, 1)
