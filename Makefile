@@ -1,5 +1,5 @@
 # `make test` runs everything CI runs. `make check` is the quick loop
-# (formatting, vet, staticcheck, golangci-lint and the tests that need no
+# (formatting, vet, golangci-lint with staticcheck, and the tests that need no
 # test server).
 # `make run` publishes a sample batch output to a local store (file://, no
 # S3 needed).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick loop, for every few minutes of work (about 2 minutes on two
-# cores): gofmt, go vet, staticcheck, golangci-lint, then the race-detector tests of the
+# cores): gofmt, go vet, golangci-lint (staticcheck and errcheck among its
+# linters), then the race-detector tests of the
 # packages that need no test server (mem and fs stores, the codecs, the
 # drivers' own helpers, the examples on file://), with -short. `make test`
 # runs everything, on every driver; CI runs that.
