@@ -174,7 +174,7 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 		// (unless another writer carries its intent: lose settles that).
 		return tx.lose(ctx, fmt.Errorf("commit: write manifest: %w", err))
 	}
-	tx.d.last.put(tx.gen, hex.EncodeToString(sum[:]), stored)
+	tx.d.remember(tx.gen, hex.EncodeToString(sum[:]), stored)
 
 	next := newPointer(m, hex.EncodeToString(sum[:]), opts)
 	// Refuse a pointer that cannot be encoded (too much meta) before

@@ -122,6 +122,7 @@ type Dataset struct {
 	grouped atomic.Bool
 	clock   roundClock
 	last    lastManifest
+	cache   *manifestCache
 }
 
 // Option configures a Dataset.

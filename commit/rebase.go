@@ -335,7 +335,7 @@ func (tx *Tx) writeRebased(ctx context.Context, h *head, g group.Group, opts Com
 		return nil, "", fmt.Errorf("write manifest: %w", err)
 	}
 	sum := sha256.Sum256(stored)
-	tx.d.last.put(gen, hex.EncodeToString(sum[:]), stored)
+	tx.d.remember(gen, hex.EncodeToString(sum[:]), stored)
 	tx.d.log.Debug("rebased", "staged", tx.gen, "generation", gen, "parent", h.Ptr.Generation, "seq", m.Seq, "carried", len(g.Carried))
 	return m, hex.EncodeToString(sum[:]), nil
 }

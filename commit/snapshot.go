@@ -59,10 +59,15 @@ func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
 }
 
 // OpenPointer reads the generation the pointer p names, as Open does after
-// reading the pointer: one manifest GET. A reader that polls the pointer
+// reading the pointer: one manifest GET, none when WithManifestCache keeps
+// the manifest. A reader that polls the pointer
 // opens a new generation with it without reading the pointer again.
 func (d *Dataset) OpenPointer(ctx context.Context, p *pointer.Pointer) (*Snapshot, error) {
-	m, err := d.loadManifest(ctx, p.Generation, p.ManifestSHA256)
+	load := d.loadManifest
+	if d.cache != nil {
+		load = d.cachedManifest
+	}
+	m, err := load(ctx, p.Generation, p.ManifestSHA256)
 	if err != nil {
 		return nil, fmt.Errorf("commit: pointer seq %d names generation %s: %w", p.Seq, p.Generation, err)
 	}
@@ -146,17 +151,36 @@ func (d *Dataset) loadManifest(ctx context.Context, gen, wantSHA string) (*gener
 }
 
 // writerManifest is loadManifest for a writer, which needs a manifest by
-// its sha256 only: the one this Dataset wrote or read last is not read
-// again. Readers use loadManifest, which always asks the store.
+// its sha256 only: the one this Dataset wrote or read last, or one kept by
+// WithManifestCache, is not read again. Readers of other than the current
+// generation use loadManifest, which always asks the store.
 func (d *Dataset) writerManifest(ctx context.Context, gen, sha string) (*generation.Manifest, error) {
 	if b := d.last.get(gen, sha); b != nil {
 		return decodeManifest(generation.ManifestKey(gen), gen, b)
 	}
+	return d.cachedManifest(ctx, gen, sha)
+}
+
+// cachedManifest is loadManifest through the cache of WithManifestCache,
+// which keeps what it reads.
+func (d *Dataset) cachedManifest(ctx context.Context, gen, sha string) (*generation.Manifest, error) {
+	if b := d.cache.get(sha); b != nil {
+		d.last.put(gen, sha, b)
+		return decodeManifest(generation.ManifestKey(gen), gen, b)
+	}
 	m, b, err := d.readManifest(ctx, gen, sha)
 	if err == nil && sha != "" {
-		d.last.put(gen, sha, b)
+		d.remember(gen, sha, b)
 	}
 	return m, err
+}
+
+// remember keeps the stored bytes of generation gen's manifest, whose
+// sha256 is sha, as the one this Dataset wrote or read last, and in the
+// cache of WithManifestCache.
+func (d *Dataset) remember(gen, sha string, stored []byte) {
+	d.last.put(gen, sha, stored)
+	d.cache.put(sha, stored)
 }
 
 // readManifest is loadManifest, which also returns the stored bytes.

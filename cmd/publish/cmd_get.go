@@ -136,7 +136,7 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency))
+	d, err := opts.openDataset(ctx, opts.URL, opts.manifestCache(), commit.WithConcurrency(opts.Concurrency))
 	if err != nil {
 		return err
 	}

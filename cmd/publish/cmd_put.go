@@ -195,7 +195,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if opts.DryRun {
 		return dryRunPut(ctx, opts, files, maxDelete, stdout, stderr, start)
 	}
-	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
+	d, err := opts.openDataset(ctx, opts.URL, opts.manifestCache(), commit.WithConcurrency(opts.Concurrency), commit.WithCompression(compress), commit.WithReuse(!opts.NoReuse))
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 	case !fi.IsDir():
 		return fmt.Errorf("DEST %s exists and is not a directory", dest)
 	}
-	d, err := opts.openDataset(ctx, opts.URL, commit.WithConcurrency(opts.Concurrency))
+	d, err := opts.openDataset(ctx, opts.URL, opts.manifestCache(), commit.WithConcurrency(opts.Concurrency))
 	if err != nil {
 		return err
 	}

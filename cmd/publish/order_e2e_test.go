@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitptr/commitptr/internal/testenv"
@@ -60,8 +61,15 @@ func (l *proxyLog) events() []string {
 // upload, in one listing, and sends each request only once what it
 // depends on is answered: the data PUTs after the base manifest, the
 // manifest PUT after the data PUTs and the proof, the pointer PUT after
-// the manifest PUT. Seven requests: the floor.
+// the manifest PUT. Seven requests: the floor. With the manifest cache,
+// which holds the base the first put wrote, the manifest GET is not sent:
+// six.
 func TestPutReusedProvenOnce(t *testing.T) {
+	t.Run("without cache", func(t *testing.T) { testPutReusedProvenOnce(t, false) })
+	t.Run("cached", func(t *testing.T) { testPutReusedProvenOnce(t, true) })
+}
+
+func testPutReusedProvenOnce(t *testing.T, cached bool) {
 	srv := testenv.S3(t)
 	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
@@ -72,12 +80,16 @@ func TestPutReusedProvenOnce(t *testing.T) {
 
 	src := writeTree(t, map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"})
 	url := "s3://" + bucket + "/ds"
-	ok(t, "--endpoint", p.URL, "--path-style", "put", src, url)
+	flags := []string{"--endpoint", p.URL, "--path-style"}
+	if !cached {
+		flags = append(flags, "--no-cache")
+	}
+	ok(t, append(flags, "put", src, url)...)
 	for _, name := range []string{"a", "b"} {
 		require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte("changed"), 0o644))
 	}
 	log.events()
-	out := ok(t, "--endpoint", p.URL, "--path-style", "put", src, url)
+	out := ok(t, append(flags, "put", src, url)...)
 	require.Contains(t, out, "4 files (2 reused)")
 	ev := log.events()
 	timeline := strings.Join(ev, "\n")
@@ -121,13 +133,17 @@ func TestPutReusedProvenOnce(t *testing.T) {
 			sent = append(sent, e)
 		}
 	}
-	require.Len(t, sent, 7, "requests of the put:\n%s", timeline)
+	manifestGETs := 1
+	if cached {
+		manifestGETs = 0
+	}
+	require.Len(t, sent, 6+manifestGETs, "requests of the put:\n%s", timeline)
 	for _, c := range []struct {
 		name string
 		n    int
 		m    func(string) bool
 	}{
-		{"pointer GET", 1, get(isPointer)}, {"manifest GET", 1, get(isManifest)}, {"data PUT", 2, isData},
+		{"pointer GET", 1, get(isPointer)}, {"manifest GET", manifestGETs, get(isManifest)}, {"data PUT", 2, isData},
 		{"proof", 1, isProof}, {"manifest PUT", 1, put(isManifest)}, {"pointer PUT", 1, put(isPointer)},
 	} {
 		n := 0
@@ -138,9 +154,11 @@ func TestPutReusedProvenOnce(t *testing.T) {
 		}
 		require.Equal(t, c.n, n, "%s requests:\n%s", c.name, timeline)
 	}
+	// before checks that every answer a picks comes before the first
+	// request b picks, if any: the counts above say which are sent.
 	before := func(what string, a, b func(string) bool) {
 		t.Helper()
-		if last("<-", a) > first("->", b) {
+		if next := first("->", b); next >= 0 && last("<-", a) > next {
 			t.Errorf("%s:\n%s", what, timeline)
 		}
 	}
@@ -152,5 +170,59 @@ func TestPutReusedProvenOnce(t *testing.T) {
 	before("the pointer PUT follows the manifest PUT", put(isManifest), put(isPointer))
 	if first("->", isProof) > last("<-", isData) {
 		t.Errorf("the proof waited for the data PUTs; want it sent while they are under way:\n%s", timeline)
+	}
+}
+
+// TestGetReadsAManifestItHoldsFromTheCache: a get of a generation whose
+// manifest this machine wrote or read before sends the pointer GET and
+// the data GETs only; with --no-cache, or a cache that lost its copy, it
+// reads the manifest too. Either way it gets the files.
+func TestGetReadsAManifestItHoldsFromTheCache(t *testing.T) {
+	srv := testenv.S3(t)
+	srv.UseCredentials()
+	bucket := srv.NewBucket(t)
+	var log proxyLog
+	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 0, &log)
+	require.NoError(t, err)
+	defer p.Close()
+	flags := []string{"--endpoint", p.URL, "--path-style"}
+	src := writeTree(t, map[string]string{"a": "1", "d/b": "2"})
+	url := "s3://" + bucket + "/ds"
+	ok(t, append(flags, "put", src, url)...)
+
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name      string
+		flags     []string
+		before    func()
+		manifests int
+	}{
+		{"cached", nil, func() {}, 0},
+		{"without cache", []string{"--no-cache"}, func() {}, 1},
+		{"copy lost", nil, func() { require.NoError(t, os.RemoveAll(filepath.Join(cache, "publish", "manifests"))) }, 1},
+		{"cached again", nil, func() {}, 0},
+	} {
+		c.before()
+		log.events()
+		dest := filepath.Join(t.TempDir(), "out")
+		ok(t, append(append(flags, c.flags...), "get", url, dest)...)
+		got := map[string]int{"pointer": 0, "manifest": 0, "data": 0}
+		for _, e := range log.events() {
+			if strings.HasPrefix(e, "-> GET ") {
+				switch {
+				case strings.HasSuffix(e, "/_pointer"):
+					got["pointer"]++
+				case strings.HasSuffix(e, "/_manifest"):
+					got["manifest"]++
+				default:
+					got["data"]++
+				}
+			}
+		}
+		assert.Equal(t, map[string]int{"pointer": 1, "manifest": c.manifests, "data": 2}, got, c.name)
+		b, err := os.ReadFile(filepath.Join(dest, "d", "b"))
+		require.NoError(t, err, c.name)
+		assert.Equal(t, "2", string(b), c.name)
 	}
 }

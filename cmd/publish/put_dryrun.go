@@ -26,7 +26,7 @@ import (
 // fencing token, no probe. Whether the reused objects still exist is not
 // checked (a put would check, and upload a missing one again).
 func dryRunPut(ctx context.Context, opts putOptions, files []srcFile, maxDelete *commit.DeleteLimit, stdout, stderr io.Writer, start time.Time) error {
-	d, err := opts.openDataset(ctx, opts.URL)
+	d, err := opts.openDataset(ctx, opts.URL, opts.manifestCache())
 	if err != nil {
 		return err
 	}
