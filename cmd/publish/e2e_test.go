@@ -28,18 +28,7 @@ import (
 	"github.com/commitptr/commitptr/store"
 )
 
-func TestMain(m *testing.M) {
-	// Put's journals go to a cache directory of the test run's own, for
-	// the binaries the tests start too.
-	cache, err := os.MkdirTemp("", "publish-test-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("XDG_CACHE_HOME", cache) //nolint:errcheck // cannot fail for this name
-	code := testenv.Main(m)
-	os.RemoveAll(cache) //nolint:errcheck // a temporary directory
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // target is a kind of store the binary runs against.
 type target struct {

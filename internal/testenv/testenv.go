@@ -43,8 +43,17 @@ import (
 // Main runs the tests, then stops every server that started and removes
 // what PublishBinary built. The servers' processes are also killed when
 // the test binary exits (procattr.DieWithParent), but only Main removes
-// their files.
+// their files. The tests, and the binaries they start, have a cache
+// directory of their own (XDG_CACHE_HOME), for put's journals and the
+// manifest cache, removed at the end.
 func Main(m *testing.M) int {
+	cache, err := os.MkdirTemp("", "commitptr-test-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer os.RemoveAll(cache) //nolint:errcheck // a temporary directory
+	os.Setenv("XDG_CACHE_HOME", cache) //nolint:errcheck // cannot fail for this name
 	code := m.Run()
 	startedMu.Lock()
 	servers := started
