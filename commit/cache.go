@@ -61,6 +61,11 @@ func (c *manifestCache) get(sum string) []byte {
 	if path == "" {
 		return nil
 	}
+	// Only a regular file is read: opening a FIFO would wait for a
+	// writer, and a link may lead anywhere.
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,4 +69,26 @@ func TestManifestCacheDropsTheLeastRecentlyUsedOverItsSize(t *testing.T) {
 	big := make([]byte, 31)
 	c.put(sumOf(big), big)
 	assert.Nil(t, c.get(sumOf(big)))
+}
+
+// A copy that is not a regular file is a miss, and never opened: a FIFO
+// would block the reader, a link could lead outside the cache.
+func TestManifestCacheReadsOnlyRegularFiles(t *testing.T) {
+	c := &manifestCache{dir: t.TempDir(), max: 1 << 20}
+	a := []byte("manifest a")
+	elsewhere := filepath.Join(t.TempDir(), "a")
+	require.NoError(t, os.WriteFile(elsewhere, a, 0o600))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(c.dir, sumOf(a))))
+	require.Nil(t, c.get(sumOf(a)), "a link")
+
+	b := []byte("manifest b")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(c.dir, sumOf(b)), 0o600))
+	got := make(chan []byte, 1)
+	go func() { got <- c.get(sumOf(b)) }()
+	select {
+	case g := <-got:
+		assert.Nil(t, g, "a FIFO")
+	case <-time.After(time.Minute): // opening a FIFO blocks until a writer comes
+		t.Fatal("get of a FIFO blocks")
+	}
 }
