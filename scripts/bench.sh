@@ -9,7 +9,8 @@
 #       (GC_BASE, default main) side by side: GC_BENCH_GENS generations of
 #       10 objects (default 10000), GC_REPS runs each (default 2), alternating.
 #   (wan) `publish put` of 1 file and of 10 files with 1 changed, into
-#       datasets with history, and `publish get` of the 1 file, against
+#       datasets with history, and `publish get` of the 1 file (get1: the
+#       manifest cache holds its manifest; getc: --no-cache), against
 #       `rclone copy` of the same, each run direct and through
 #       internal/wanproxy (WAN_DELAY each way, in ms, default 10ms) in front
 #       of the same server; with WAN_BASE=<commit>, the publish built from
@@ -157,6 +158,10 @@ if want wan; then
 	for _ in $(seq 100); do [ -s "$work/wan.url" ] && [ -s "$work/direct.url" ] && break; sleep 0.1; done
 	wan=$(cat "$work/wan.url") direct=$(cat "$work/direct.url")
 	export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=benchsecret AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+	# publish's manifest cache starts empty, and fills as it would on the
+	# writer's machine; getc reads without it, as a machine that never saw
+	# the dataset does.
+	export XDG_CACHE_HOME=$work/cache
 	for r in VGW WAN; do
 		export "RCLONE_CONFIG_${r}_TYPE=s3" "RCLONE_CONFIG_${r}_PROVIDER=Other" "RCLONE_CONFIG_${r}_ACCESS_KEY_ID=bench"
 		export "RCLONE_CONFIG_${r}_SECRET_ACCESS_KEY=benchsecret" "RCLONE_CONFIG_${r}_FORCE_PATH_STYLE=true"
@@ -174,7 +179,7 @@ if want wan; then
 	tools=()
 	for p in "${pubs[@]}"; do tools+=("$p"); done
 	tools+=(rclone)
-	# op TOOL VIA OP: one run of OP (put1, put10 or get1) by TOOL, direct
+	# op TOOL VIA OP: one run of OP (put1, put10, get1 or getc) by TOOL, direct
 	# or through the delaying proxy, timed into $work/TOOL-VIA-OP, and its
 	# time on the wire (from the first request's arrival at the proxy to
 	# the last answer's return, plus the delay the first request spent on
@@ -186,21 +191,22 @@ if want wan; then
 		case $what in
 		put1) head -c 4096 /dev/urandom > "$work/src1/f0"; src=$work/src1 ds=$tool-1 ;;
 		put10) head -c 4096 /dev/urandom > "$work/src10/f0"; src=$work/src10 ds=$tool-10 ;;
-		get1) rm -rf "$work/out"; ds=$tool-1 ;;
+		get1 | getc) rm -rf "$work/out"; ds=$tool-1 ;;
 		esac
 		if [ "$tool" = rclone ]; then
 			case $what in
 			put*) t "$bin/rclone" copy --transfers 16 --checkers 16 "$src" "$remote:bench/$ds" ;;
-			get1) t "$bin/rclone" copy --transfers 16 --checkers 16 "$remote:bench/$ds" "$work/out" ;;
+			get1 | getc) t "$bin/rclone" copy --transfers 16 --checkers 16 "$remote:bench/$ds" "$work/out" ;;
 			esac
 		else
 			case $what in
 			put*) t "$work/publish-$tool" --endpoint "$ep" --path-style put "$src" "s3://bench/$ds" ;;
 			get1) t "$work/publish-$tool" --endpoint "$ep" --path-style get "s3://bench/$ds" "$work/out" ;;
+			getc) PUBLISH_NO_CACHE=true t "$work/publish-$tool" --endpoint "$ep" --path-style get "s3://bench/$ds" "$work/out" ;;
 			esac
 		fi >> "$work/$tool-$via-$what"
 		tail -n +$((from + 1)) "$work/proxy-$via.log" | awk -v d="$d" 'NR == 1 {t0 = $1} {t1 = $1} END {print t1 - t0 + d / 1000}' >> "$work/$tool-$via-wire-$what"
-		if [ "$what" = get1 ]; then
+		if [ "$what" = get1 ] || [ "$what" = getc ]; then
 			cmp -s "$work/src1/f0" "$work/out/f0" || { echo "$tool $via: get did not return the file just put" >&2; exit 1; }
 		fi
 	}
@@ -216,13 +222,13 @@ if want wan; then
 		for i in $(seq 0 $((n - 1))); do
 			tool=${tools[$(((i + r) % n))]}
 			for via in direct wan; do
-				op "$tool" $via put1; op "$tool" $via get1; op "$tool" $via put10
+				op "$tool" $via put1; op "$tool" $via get1; op "$tool" $via getc; op "$tool" $via put10
 			done
 		done
 	done
 	echo "(extra: through the proxy less direct; round trips: extra / ${rtt}s. wall: the whole process; wire: its requests, from the proxy's log)"
 	printf '%-16s %-6s %11s %11s %11s %6s | %11s %11s %11s %6s\n' tool op "wall direct" "wall wan" extra trips "wire direct" "wire wan" extra trips
-	for what in put1 put10 get1; do
+	for what in put1 put10 get1 getc; do
 		for tool in "${tools[@]}"; do
 			name=$tool
 			[ "$tool" = rclone ] || name="publish ($tool)"
@@ -233,7 +239,7 @@ if want wan; then
 		done
 	done
 	for tool in "${pubs[@]}"; do
-		for what in put1 put10 get1; do
+		for what in put1 put10 get1 getc; do
 			echo "-- timeline of one publish $what through the proxy ($tool): ms from the first request's arrival; -> sent on to the server, <- answer handed back"
 			from=$(wc -l < "$work/proxy-wan.log")
 			op "$tool" wan $what
