@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/commitptr/commitptr/generation"
@@ -15,6 +17,13 @@ import (
 
 // MaxManifestCache is the most bytes of manifests WithManifestCache keeps.
 const MaxManifestCache = 256 << 20
+
+// tmpPrefix begins the name of a copy being written; one older than
+// leftoverAge was left by a process that ended before renaming it.
+const (
+	tmpPrefix   = ".tmp-"
+	leftoverAge = time.Hour
+)
 
 // WithManifestCache keeps a copy of manifests in the directory dir, each
 // named by the sha256 of its stored bytes, which the pointer records: the
@@ -49,8 +58,10 @@ func (c *manifestCache) name(sum string) string {
 	if c == nil || len(sum) != 2*sha256.Size {
 		return ""
 	}
-	if _, err := hex.DecodeString(sum); err != nil {
-		return ""
+	for _, r := range sum {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return "" // lower case only, as pointers write it
+		}
 	}
 	return filepath.Join(c.dir, sum)
 }
@@ -61,16 +72,21 @@ func (c *manifestCache) get(sum string) []byte {
 	if path == "" {
 		return nil
 	}
-	// Only a regular file is read: opening a FIFO would wait for a
-	// writer, and a link may lead anywhere.
-	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	f, err := os.Open(path)
+	// Only a regular file is read, checked on the file opened: a link is
+	// not followed, and a FIFO does not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if fi.Size() > generation.MaxStored {
+		os.Remove(path) //nolint:errcheck // no manifest is that large
+		return nil
+	}
 	b, err := io.ReadAll(io.LimitReader(f, generation.MaxStored+1))
 	if err != nil {
 		return nil
@@ -79,8 +95,8 @@ func (c *manifestCache) get(sum string) []byte {
 		os.Remove(path) //nolint:errcheck // a damaged copy; the store has the manifest
 		return nil
 	}
-	now := time.Now()
-	os.Chtimes(path, now, now) //nolint:errcheck // only the order of dropping depends on it
+	now := syscall.NsecToTimeval(time.Now().UnixNano())
+	syscall.Futimes(int(f.Fd()), []syscall.Timeval{now, now}) //nolint:errcheck // only the order of dropping depends on it
 	return b
 }
 
@@ -97,7 +113,7 @@ func (c *manifestCache) put(sum string, stored []byte) {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
+	tmp, err := os.CreateTemp(c.dir, tmpPrefix+"*")
 	if err != nil {
 		return
 	}
@@ -126,6 +142,11 @@ func (c *manifestCache) trim() {
 	var total int64
 	for _, e := range entries {
 		if c.name(e.Name()) == "" {
+			// A temporary file that was never renamed (its process
+			// ended first) is removed once no put can still be writing it.
+			if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), tmpPrefix) && time.Since(fi.ModTime()) > leftoverAge {
+				os.Remove(filepath.Join(c.dir, e.Name())) //nolint:errcheck // another trim may have removed it
+			}
 			continue
 		}
 		fi, err := e.Info()
