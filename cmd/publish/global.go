@@ -80,7 +80,7 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&g.SSEKMSKeyID, "sse-kms-key-id", "", "the key of --sse aws:kms: a KMS key id, or on gs:// a Cloud KMS key name (default on S3: the account's; URL: ?sse_kms_key_id=)")
 	f.StringVar(&g.SSECKey, "sse-c-key", "", "encrypt every object written with this key of yours (S3 SSE-C; also gs:// and az://), and send it with every read: a file holding 32 bytes or their base64, or env:NAME for an environment variable that holds them")
 	f.StringVar(&g.StorageClass, "storage-class", "", "the storage class of every object written, such as STANDARD_IA or NEARLINE, or the access tier on az:// (default: the bucket's; URL: ?storage_class=)")
-	f.BoolVar(&g.NoCache, "no-cache", false, "neither keep nor use copies of manifests in the user's cache directory (publish/manifests), where put, get and sync find the manifest of a generation they saw before without reading it again")
+	f.BoolVar(&g.NoCache, "no-cache", false, "neither keep nor use copies of manifests in the user's cache directory (publish/manifests), where put, get and sync find the manifest of a generation they saw before without reading it again (none are kept with --sse-c-key)")
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 
@@ -278,9 +278,10 @@ func (g *globalOptions) openDataset(ctx context.Context, rawURL string, opts ...
 // manifestCache is the Dataset option of put, get and sync: the manifests
 // they read and write are kept under the user's cache directory, by the
 // sha256 the pointer records (commit.WithManifestCache). Without a cache
-// directory, or with --no-cache, none are kept.
+// directory, with --no-cache, or with --sse-c-key (whose user keeps even
+// the list of files encrypted), none are kept.
 func (g *globalOptions) manifestCache() commit.Option {
-	if g.NoCache {
+	if g.NoCache || g.SSECKey != "" {
 		return commit.WithManifestCache("")
 	}
 	dir, err := os.UserCacheDir()
