@@ -60,8 +60,8 @@ func (d *Dataset) Open(ctx context.Context) (*Snapshot, error) {
 
 // OpenPointer reads the generation the pointer p names, as Open does after
 // reading the pointer: one manifest GET, none when WithManifestCache keeps
-// the manifest. A reader that polls the pointer
-// opens a new generation with it without reading the pointer again.
+// the manifest. A reader that polls the pointer opens a new generation
+// with it without reading the pointer again.
 func (d *Dataset) OpenPointer(ctx context.Context, p *pointer.Pointer) (*Snapshot, error) {
 	load := d.loadManifest
 	if d.cache != nil {
