@@ -53,6 +53,11 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(cache) //nolint:errcheck // a temporary directory
+	// Go's build cache is found in the cache directory too; the go build
+	// of PublishBinary keeps using the developer's.
+	if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil && os.Getenv("GOCACHE") == "" {
+		os.Setenv("GOCACHE", strings.TrimSpace(string(out))) //nolint:errcheck // cannot fail for this name
+	}
 	os.Setenv("XDG_CACHE_HOME", cache) //nolint:errcheck // cannot fail for this name
 	code := m.Run()
 	startedMu.Lock()
