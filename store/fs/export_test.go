@@ -26,3 +26,11 @@ func SetSyncDir(sync func(*os.File) error) (restore func()) {
 	syncDirFile = sync
 	return func() { syncDirFile = old }
 }
+
+// SetRootLookedAt runs f in classify between its look at the root and its
+// judgement, until the returned function restores it.
+func SetRootLookedAt(f func()) (restore func()) {
+	old := rootLookedAt
+	rootLookedAt = f
+	return func() { rootLookedAt = old }
+}

@@ -112,6 +112,10 @@ func (s *Store) String() string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(s.root)}).String()
 }
 
+// rootLookedAt runs in classify between its look at the root and its
+// judgement; tests make the root there.
+var rootLookedAt = func() {}
+
 // classify turns err into the error Store methods return: nil stays nil,
 // an error that already carries a store class (or is a *store.OpError) keeps
 // it, and an OS error is mapped to its class. This is the driver's only
@@ -129,7 +133,12 @@ func (s *Store) classify(op, key string, err error) error {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return store.Wrap(op, key, nil, err)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		if fi, serr := os.Stat(s.root); (serr != nil || !fi.IsDir()) && !(errors.Is(serr, fs.ErrNotExist) && s.lazyRoot.Load()) {
+		// Whether the root is yet to be made is read before the root is
+		// looked at: a write that makes it in between makes it exist.
+		lazy := s.lazyRoot.Load()
+		fi, serr := os.Stat(s.root)
+		rootLookedAt()
+		if (serr != nil || !fi.IsDir()) && !(errors.Is(serr, fs.ErrNotExist) && lazy) {
 			return store.Wrap(op, key, store.ErrNoBucket, fmt.Errorf("root directory %s is gone: %w", s.root, err))
 		}
 		return store.Wrap(op, key, store.ErrNotExist, err)

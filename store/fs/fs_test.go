@@ -125,6 +125,31 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
+// A read that misses while another writer makes the root (between the
+// read's look at the root and its judgement) is a missing key, not a root
+// that is gone.
+func TestReadWhileTheFirstWriteMakesTheRootIsAMissingKey(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "later")
+	s, err := store.Open(ctx, "file://"+root, store.Config{})
+	require.NoError(t, err)
+	w, err := store.Open(ctx, "file://"+root, store.Config{})
+	require.NoError(t, err)
+	once := false
+	defer fs.SetRootLookedAt(func() {
+		if !once {
+			once = true
+			put(t, s, "other", "v") // s's own first write: it makes the root
+		}
+	})()
+	_, _, err = s.Get(ctx, "k")
+	require.True(t, once)
+	require.ErrorIs(t, err, store.ErrNotExist)
+	assert.NotErrorIs(t, err, store.ErrNoBucket)
+	_, _, err = w.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotExist)
+}
+
 // TestMissingRootReadsEmptyAndIsMadeByTheFirstWrite: a store opened by
 // URL on a root that does not exist yet reads as empty and creates
 // nothing until it writes; once made, a root that goes away is a missing
