@@ -19,12 +19,12 @@ import (
 func TestManifestCacheKeptUnlessNoCacheOrCustomerKey(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		g    globalOptions
+		g    *globalOptions
 		kept bool
 	}{
-		{"default", globalOptions{}, true},
-		{"--no-cache", globalOptions{NoCache: true}, false},
-		{"--sse-c-key", globalOptions{SSECKey: "env:KEY"}, false},
+		{"default", &globalOptions{}, true},
+		{"--no-cache", &globalOptions{NoCache: true}, false},
+		{"--sse-c-key", &globalOptions{SSECKey: "env:KEY"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("XDG_CACHE_HOME", t.TempDir())
