@@ -2,7 +2,6 @@ package commit_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -27,10 +26,7 @@ func manifestGets(s store.Store) (store.Store, *atomic.Int64) {
 
 func readAll(t *testing.T, snap *commit.Snapshot, path string) string {
 	t.Helper()
-	rc, err := snap.Open(context.Background(), path)
-	require.NoError(t, err)
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := snap.ReadFile(context.Background(), path)
 	require.NoError(t, err)
 	return string(b)
 }
