@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"store/gcs":                  4,
 	"store/azblob":               4,
 	"store/internal/partupload":  3,
+	"store/internal/inflight":    3,
 	"store/internal/httptimeout": 2,
 	"store/internal/versions":    3,
 	"store/internal/portable":    2,

@@ -38,8 +38,10 @@ const ageJudged = "the lease's age"
 
 // readLease GETs and decodes a lease object. It refuses a response without
 // a Date: whether the lease expired is judged by the store's clock only.
+// A lease's reads and writes go ahead of a network store's queue of
+// requests (store.Urgent): a renewal is bound by the lease's TTL.
 func readLease(ctx context.Context, s store.Store, key string) (observation, error) {
-	rc, attrs, err := s.Get(ctx, key)
+	rc, attrs, err := s.Get(store.Urgent(ctx), key)
 	if err != nil {
 		return observation{}, err
 	}
@@ -88,7 +90,7 @@ func (a *acquirer) write(ctx context.Context, token uint64, opts store.PutOption
 	wid, sent := newWriteID(), a.o.Clock.Now()
 	body := record{Owner: a.o.Owner, Token: token, TTLms: a.o.TTL.Milliseconds(), WriteID: wid}.encode()
 	opts.Size, opts.ContentType = int64(len(body)), "application/json"
-	attrs, werr := a.s.Put(ctx, a.key, bytes.NewReader(body), opts)
+	attrs, werr := a.s.Put(store.Urgent(ctx), a.key, bytes.NewReader(body), opts)
 	if werr == nil {
 		l, err = grant(a.s, a.name, a.key, a.o, token, wid, attrs.ETag, sent, attrs.ServerTime)
 		return l, obs, true, nil, err

@@ -261,7 +261,7 @@ func (l *Lease) write(ctx context.Context, released bool) (wid string, sent time
 	l.mu.Unlock()
 	rec := record{Owner: l.owner, Token: l.token, TTLms: l.ttl.Milliseconds(), Released: released, WriteID: wid}
 	body := rec.encode()
-	attrs, err = l.s.Put(ctx, l.key, bytes.NewReader(body), store.PutOptions{
+	attrs, err = l.s.Put(store.Urgent(ctx), l.key, bytes.NewReader(body), store.PutOptions{
 		IfMatch: etag, Size: int64(len(body)), ContentType: "application/json",
 	})
 	return wid, sent, attrs, err

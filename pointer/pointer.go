@@ -113,10 +113,11 @@ type Pointer struct {
 }
 
 // Read returns the current pointer and the attributes of its object
-// (ETag and server time). A missing pointer returns an error matching
+// (ETag and server time). Its request, as Write's, goes ahead of a network
+// store's queue of requests (store.Urgent). A missing pointer returns an error matching
 // store.ErrNotExist.
 func Read(ctx context.Context, s store.Store) (*Pointer, store.Attrs, error) {
-	rc, attrs, err := s.Get(ctx, Key)
+	rc, attrs, err := s.Get(store.Urgent(ctx), Key)
 	if err != nil {
 		return nil, store.Attrs{}, err
 	}
@@ -143,7 +144,7 @@ func Write(ctx context.Context, s store.Store, p *Pointer, ifMatch string) (stor
 	if err != nil {
 		return store.Attrs{}, err
 	}
-	return s.Put(ctx, Key, bytes.NewReader(b), store.PutOptions{
+	return s.Put(store.Urgent(ctx), Key, bytes.NewReader(b), store.PutOptions{
 		IfNoneMatch: ifMatch == "",
 		IfMatch:     ifMatch,
 		Size:        int64(len(b)),

@@ -34,7 +34,15 @@ type Config struct {
 	// StorageClass is the storage class of the objects the store writes
 	// (on Azure, the access tier); empty means the bucket's default.
 	StorageClass string
+	// Transfers is how many requests a network store keeps in flight to
+	// its endpoint: 0 adapts the number to the service's answers (16 at
+	// first, up to MaxTransfers, fewer when it throttles), N pins it at N.
+	Transfers int
 }
+
+// MaxTransfers is the most requests a network store keeps in flight to its
+// endpoint when Config.Transfers lets it adapt.
+const MaxTransfers = 256
 
 // Opener opens a store for a parsed URL. Drivers register one per scheme.
 type Opener func(ctx context.Context, u *url.URL, cfg Config) (Store, error)
@@ -89,6 +97,9 @@ func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
 	mu.RUnlock()
 	if o == nil {
 		return nil, fmt.Errorf("store: unknown URL scheme %q in %q (known: %s)", u.Scheme, rawURL, strings.Join(Schemes(), ", "))
+	}
+	if cfg.Transfers < 0 {
+		return nil, fmt.Errorf("store: %d transfers: want 0 (adaptive) or more", cfg.Transfers)
 	}
 	return o(ctx, u, cfg)
 }

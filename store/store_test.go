@@ -139,6 +139,12 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+func TestOpenRefusesNegativeTransfers(t *testing.T) {
+	_, err := store.Open(context.Background(), "mem://transfers", store.Config{Transfers: -1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-1 transfers")
+}
+
 func TestOpenPrefixAndCount(t *testing.T) {
 	ctx := context.Background()
 	s, err := store.Open(ctx, "mem://open-test/data/set", store.Config{})

@@ -28,6 +28,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/inflight"
 	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
@@ -90,6 +91,9 @@ type Options struct {
 	// StorageClass is the access tier of the blobs written (Hot, Cool,
 	// Cold or Archive); empty means the account's default.
 	StorageClass string
+	// Transfers is how many requests the store keeps in flight: 0 adapts
+	// it, N pins it (store.Config.Transfers).
+	Transfers int
 }
 
 // Store is a store.Store backed by one Azure Blob Storage container: the
@@ -136,7 +140,7 @@ func New(opts Options) (*Store, error) {
 		doer = &http.Client{Transport: tr}
 	}
 	clientOpts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: httptimeout.Client(doer, opts.Timeouts),
+		Transport: inflight.Client(httptimeout.Client(doer, opts.Timeouts), inflight.For(opts.Transfers)),
 		// Three attempts in all, as the S3 drivers make.
 		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second},
 		// No telemetry beyond the SDK's User-Agent.

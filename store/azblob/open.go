@@ -33,7 +33,7 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	}
 	opts := Options{
 		Container: host, ServiceURL: c.Endpoint, Timeouts: c.Timeouts,
-		Encryption: c.Encryption, StorageClass: c.StorageClass,
+		Encryption: c.Encryption, StorageClass: c.StorageClass, Transfers: c.Transfers,
 	}
 	if account, _, ok := strings.Cut(host, "."); ok {
 		// The account URL form: the host is the account's blob endpoint

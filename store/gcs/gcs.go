@@ -21,6 +21,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/inflight"
 	"github.com/commitptr/commitptr/store/internal/portable"
 )
 
@@ -69,6 +70,9 @@ type Options struct {
 	// StorageClass is the storage class of the objects written, such as
 	// NEARLINE; empty means the bucket's default.
 	StorageClass string
+	// Transfers is how many requests the store keeps in flight: 0 adapts
+	// it, N pins it (store.Config.Transfers).
+	Transfers int
 }
 
 // Store is a store.Store backed by one Cloud Storage bucket: the portable
@@ -113,10 +117,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	base := opts.Transport
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// As many idle connections as the window keeps requests in flight.
+		tr.MaxIdleConns = inflight.Adaptive.Max
+		tr.MaxIdleConnsPerHost = inflight.Adaptive.Max
 		httptimeout.Apply(tr, opts.Timeouts)
 		base = tr
 	}
-	base = httptimeout.RoundTripper(transport{base: base}, opts.Timeouts)
+	base = inflight.RoundTripper(httptimeout.RoundTripper(transport{base: base}, opts.Timeouts), inflight.For(opts.Transfers))
 	endpoint := "https://storage.googleapis.com"
 	clientOpts := []option.ClientOption{storage.WithXMLReads(), storage.WithDisabledClientMetrics()}
 	if raw != "" {

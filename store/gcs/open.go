@@ -27,7 +27,7 @@ func open(ctx context.Context, u *url.URL, cfg store.Config) (store.Store, error
 	}
 	s, err := New(ctx, Options{
 		Bucket: bucket, Endpoint: c.Endpoint, Timeouts: c.Timeouts,
-		Encryption: c.Encryption, StorageClass: c.StorageClass,
+		Encryption: c.Encryption, StorageClass: c.StorageClass, Transfers: c.Transfers,
 	})
 	if err != nil {
 		return nil, err

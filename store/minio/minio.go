@@ -24,6 +24,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/inflight"
 	"github.com/commitptr/commitptr/store/internal/partupload"
 	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
@@ -89,6 +90,9 @@ type Options struct {
 	// StorageClass is the storage class of the objects the store writes,
 	// such as STANDARD_IA; empty means the bucket's default.
 	StorageClass string
+	// Transfers is how many requests the store keeps in flight: 0 adapts
+	// it, N pins it (store.Config.Transfers).
+	Transfers int
 	// Credentials, if not nil, replace the credential chain: the
 	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 	// AWS_SESSION_TOKEN), the shared credentials file, then IAM (instance
@@ -159,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	// A part upload is seen through to its answer once its body is sent,
 	// so that the abort of a cancelled upload is final.
-	rt := partupload.RoundTripper(httptimeout.RoundTripper(base, opts.Timeouts))
+	rt := partupload.RoundTripper(inflight.RoundTripper(httptimeout.RoundTripper(base, opts.Timeouts), inflight.For(opts.Transfers)))
 	mo := &minio.Options{
 		Creds:     creds,
 		Secure:    secure,

@@ -11,6 +11,6 @@ import (
 func init() {
 	store.Register("s3", s3util.Opener(func(ctx context.Context, bucket string, c store.Config) (store.Store, error) {
 		return New(ctx, Options{Bucket: bucket, Endpoint: c.Endpoint, Region: c.Region, Profile: c.Profile, PathStyle: c.PathStyle,
-			Timeouts: c.Timeouts, Versioning: c.Versioning, Encryption: c.Encryption, StorageClass: c.StorageClass})
+			Timeouts: c.Timeouts, Versioning: c.Versioning, Encryption: c.Encryption, StorageClass: c.StorageClass, Transfers: c.Transfers})
 	}))
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
+	"github.com/commitptr/commitptr/store/internal/inflight"
 	"github.com/commitptr/commitptr/store/internal/partupload"
 	"github.com/commitptr/commitptr/store/internal/portable"
 	"github.com/commitptr/commitptr/store/internal/versions"
@@ -37,8 +38,8 @@ const PartThreshold = 16 << 20
 // maxObjectSize is the largest object S3 accepts (5 TiB).
 const maxObjectSize = 5 << 40
 
-// maxIdleConns is the connection pool size, kept well above the number of
-// requests commitptr runs at once (16 by default, --concurrency to raise).
+// maxIdleConns is the connection pool size: as many as the adaptive window
+// keeps in flight at most.
 const maxIdleConns = 256
 
 // partSize is the size of each part of a multipart upload.
@@ -88,6 +89,9 @@ type Options struct {
 	// StorageClass is the storage class of the objects the store writes,
 	// such as STANDARD_IA; empty means the bucket's default.
 	StorageClass string
+	// Transfers is how many requests the store keeps in flight: 0 adapts
+	// it, N pins it (store.Config.Transfers).
+	Transfers int
 }
 
 // Store is a store.Store backed by one S3 bucket: the portable layer
@@ -170,17 +174,23 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		cfg.Region = DefaultRegion
 	}
 
+	window := inflight.For(opts.Transfers)
 	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
 		o.UsePathStyle = pathStyle
+		// The retryer takes AWS_MAX_ATTEMPTS for failures other than
+		// throttles; left set, the SDK would cap throttles with it too.
+		o.Retryer = newRetryer(cfg.RetryMaxAttempts)
+		o.RetryMaxAttempts = 0
 		if opts.HTTPClient != nil {
 			o.HTTPClient = opts.HTTPClient
 		}
 		// A part upload is seen through to its answer once its body is
-		// sent, so that the abort of a cancelled upload is final.
-		o.HTTPClient = partupload.Client(httptimeout.Client(o.HTTPClient, opts.Timeouts))
+		// sent, so that the abort of a cancelled upload is final. Every
+		// request, parts included, takes a place in the window.
+		o.HTTPClient = partupload.Client(inflight.Client(httptimeout.Client(o.HTTPClient, opts.Timeouts), window))
 		// GetObject of a multipart object cannot validate its composite
 		// checksum; the SDK would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true

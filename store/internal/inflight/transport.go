@@ -1,0 +1,105 @@
+package inflight
+
+import (
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/internal/httptimeout"
+)
+
+// Client wraps c so that every request but an Urgent one waits for a slot
+// of l before it is sent and gives it back when its response header arrives (or it fails).
+// A response body is read outside the slot: a reader that holds a body
+// open holds no place in the window. Wrap a client whose timeouts
+// httptimeout set up, so that a header timeout reads as a throttle.
+func Client(c httptimeout.Doer, l *Limiter) httptimeout.Doer { return client{c, l} }
+
+type client struct {
+	c httptimeout.Doer
+	l *Limiter
+}
+
+func (c client) Do(req *http.Request) (*http.Response, error) {
+	if Urgent(req) {
+		return c.c.Do(req)
+	}
+	s, err := c.l.Acquire(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	resp, err := c.c.Do(req)
+	s.Done(Classify(req, resp, err))
+	return resp, err
+}
+
+// RoundTripper wraps a transport as Client wraps a client.
+func RoundTripper(rt http.RoundTripper, l *Limiter) http.RoundTripper {
+	return roundTripper{rt, l}
+}
+
+type roundTripper struct {
+	rt http.RoundTripper
+	l  *Limiter
+}
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if Urgent(req) {
+		return t.rt.RoundTrip(req)
+	}
+	s, err := t.l.Acquire(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	resp, err := t.rt.RoundTrip(req)
+	s.Done(Classify(req, resp, err))
+	return resp, err
+}
+
+// Urgent reports whether req goes out at once, outside the window: a
+// request made with store.Urgent (a pointer's or a lease's), or one that
+// starts, completes or aborts a multipart upload (S3's ?uploads and
+// ?uploadId without a part number, Azure's block list): few, small, and
+// bound by time, as an abort must land before its upload can be
+// forgotten.
+func Urgent(req *http.Request) bool {
+	if store.IsUrgent(req.Context()) {
+		return true
+	}
+	q := req.URL.Query()
+	return q.Has("uploads") || (q.Has("uploadId") && !q.Has("partNumber")) || q.Get("comp") == "blocklist"
+}
+
+// closeBody closes the body of a request that is not sent, as
+// http.RoundTripper and http.Client.Do do.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close() //nolint:errcheck // nothing was sent; the error says nothing
+	}
+}
+
+// Classify says what the outcome of req says about the service's load:
+// 503 (S3's SlowDown, Azure's ServerBusy, Cloud Storage's backoff) and 429
+// are throttles, and so is a timeout of the connection or of the response
+// header that is not the caller's own deadline; any other response is an
+// answer; anything else, a cancelled request or a refused connection, is
+// unknown.
+func Classify(req *http.Request, resp *http.Response, err error) Signal {
+	if err != nil {
+		if req.Context().Err() != nil {
+			return Unknown
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return Throttled
+		}
+		return Unknown
+	}
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		return Throttled
+	}
+	return Answered
+}
