@@ -17,14 +17,20 @@
 #       that commit runs in the same pairs. Median of REPS (default 9 for
 #       wan alone); then the proxy's request log of one run of each, as a
 #       timeline.
+#   (transfers) `publish put`/`get` of 2,000 × 4 KiB through
+#       internal/wanproxy (WAN_DELAY each way, default 10ms) with its
+#       adaptive window and with --transfers 16, against rclone at
+#       --transfers 16 and 64; and on loopback, against rclone and, with
+#       TRANSFERS_BASE=<commit>, the publish built from that commit.
+#       Rotating order, median of REPS.
 #   (durable) `publish get` of one 256 MiB file while dd writes 1 GiB to the
 #       same file system, and of 2,000 × 4 KiB, against rclone and against a
 #       baseline commit (DURABLE_BASE, default main), paired, REPS runs.
 #   (large) `publish put`/`get` of 4 files of LARGE_MIB MiB (default 1024)
 #       against rclone: wall, user and system CPU, paired, REPS runs.
 # rclone is built from source into .cache/bin; the library never depends on it.
-# Usage: scripts/bench.sh [a] [b] [c] [plot] [gc] [wan] [durable] [large]
-#        (default: all but gc, wan, durable and large)
+# Usage: scripts/bench.sh [a] [b] [c] [plot] [gc] [wan] [transfers] [durable] [large]
+#        (default: all but gc, wan, transfers, durable and large)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -108,6 +114,65 @@ if want b; then
 		pg=$(median < "$work/p_get"); rg=$(median < "$work/r_get")
 		printf '(b) %-5s put: publish %.2fs rclone %.2fs ratio %.2f | get: publish %.2fs rclone %.2fs ratio %.2f (median of %d)\n' \
 			"$set" "$pp" "$rp" "$(ratio "$pp" "$rp")" "$pg" "$rg" "$(ratio "$pg" "$rg")" "$REPS"
+	done
+fi
+
+if want transfers; then
+	server
+	go build -o "$work/wanproxy" ./internal/wanproxy/cmd/wanproxy
+	"$work/wanproxy" -target "http://127.0.0.1:$port" -delay "${WAN_DELAY:-10ms}" > "$work/wan.url" &
+	proxy=$!
+	trap 'kill $srv $proxy 2>/dev/null || true; rm -rf "$work"' EXIT
+	for _ in $(seq 100); do [ -s "$work/wan.url" ] && break; sleep 0.1; done
+	wan=$(cat "$work/wan.url")
+	export RCLONE_CONFIG_WAN_TYPE=s3 RCLONE_CONFIG_WAN_PROVIDER=Other RCLONE_CONFIG_WAN_ENDPOINT=$wan
+	export RCLONE_CONFIG_WAN_ACCESS_KEY_ID=bench RCLONE_CONFIG_WAN_SECRET_ACCESS_KEY=benchsecret RCLONE_CONFIG_WAN_FORCE_PATH_STYLE=true
+	export AWS_EC2_METADATA_DISABLED=true PUBLISH_NO_CACHE=true RCLONE_CONFIG=$work/rclone.conf
+	: > "$work/rclone.conf"
+	cp "$bin/publish" "$work/publish-new"
+	runs=("publish wan" "publish16 wan" "rclone16 wan" "rclone64 wan" "publish lo" "rclone16 lo")
+	if [ -n "${TRANSFERS_BASE:-}" ]; then
+		mkdir -p "$work/base"
+		git archive "$TRANSFERS_BASE" | tar -x -C "$work/base"
+		(cd "$work/base" && go build -o "$work/publish-base" ./cmd/publish)
+		runs+=("base lo")
+	fi
+	mkdir -p "$work/small"
+	for i in $(seq 0 1999); do head -c 4096 /dev/urandom > "$work/small/f$i"; done
+	echo "== (transfers) 2,000 x 4 KiB, ${WAN_DELAY:-10ms} each way (wan) and on loopback (lo); median of $REPS"
+	# one NAME VIA REP: a put then a get, timed into $work/NAME-VIA-put and -get.
+	one() {
+		local name=$1 via=$2 r=$3 remote=vgw endpoint=http://127.0.0.1:$port ds=$1-$2-$3
+		[ "$via" = wan ] && remote=wan endpoint=$wan
+		local pub=("$work/publish-new" --endpoint "$endpoint" --path-style)
+		rm -rf "$work/out"
+		case $name in
+		publish | base)
+			[ "$name" = base ] && pub[0]=$work/publish-base
+			t "${pub[@]}" put "$work/small" "s3://bench/$ds" >> "$work/$name-$via-put"
+			t "${pub[@]}" get "s3://bench/$ds" "$work/out" >> "$work/$name-$via-get" ;;
+		publish16)
+			t "${pub[@]}" --transfers 16 put "$work/small" "s3://bench/$ds" >> "$work/$name-$via-put"
+			t "${pub[@]}" --transfers 16 get "s3://bench/$ds" "$work/out" >> "$work/$name-$via-get" ;;
+		rclone*)
+			local n=${name#rclone}
+			t "$bin/rclone" copy --transfers "$n" --checkers "$n" "$work/small" "$remote:bench/$ds" >> "$work/$name-$via-put"
+			t "$bin/rclone" copy --transfers "$n" --checkers "$n" "$remote:bench/$ds" "$work/out" >> "$work/$name-$via-get" ;;
+		esac
+		diff -r "$work/small" "$work/out" >/dev/null
+	}
+	for r in $(seq "$REPS"); do
+		n=${#runs[@]}
+		for i in $(seq 0 $((n - 1))); do
+			read -r name via <<< "${runs[$(((i + r) % n))]}"
+			one "$name" "$via" "$r"
+		done
+	done
+	printf '%-10s %-4s %9s %9s %14s %14s\n' run via put get "put/rclone16" "get/rclone16"
+	for run in "${runs[@]}"; do
+		read -r name via <<< "$run"
+		for op in put get; do eval "m_$op=$(median < "$work/$name-$via-$op")"; eval "r_$op=$(median < "$work/rclone16-$via-$op")"; done
+		printf '%-10s %-4s %8.2fs %8.2fs %14.2f %14.2f\n' "$name" "$via" "$m_put" "$m_get" "$(ratio "$m_put" "$r_put")" "$(ratio "$m_get" "$r_get")"
 	done
 fi
 

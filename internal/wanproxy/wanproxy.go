@@ -7,7 +7,8 @@
 // with a pool of kept-alive connections. It is test support: the WAN
 // benchmark of scripts/bench.sh runs it (cmd/wanproxy) in front of the S3
 // test server, and it can log every request with its send and answer
-// times, as the timeline of an operation.
+// times, as the timeline of an operation. Throttle makes it answer 503
+// SlowDown, as S3 does, to requests above a rate.
 package wanproxy
 
 import (
@@ -18,8 +19,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/commitptr/commitptr/internal/ctxtime"
 )
@@ -31,6 +36,7 @@ type Proxy struct {
 
 	ln  net.Listener
 	srv *http.Server
+	d   *delayed
 }
 
 // Start listens on addr (":0" style; "127.0.0.1:0" picks a free port) and
@@ -72,13 +78,45 @@ func Start(addr, target string, delay time.Duration, logTo io.Writer) (*Proxy, e
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
-	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln, srv: &http.Server{Handler: rp, ReadHeaderTimeout: time.Minute}}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln, srv: &http.Server{Handler: rp, ReadHeaderTimeout: time.Minute}, d: t}
 	go p.srv.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close
 	return p, nil
 }
 
 // Close stops the proxy and closes its connections.
 func (p *Proxy) Close() error { return p.srv.Close() }
+
+// Throttle makes the proxy forward at most perSecond requests a second
+// (a token bucket of burst) and answer the others itself, after the
+// delay, with S3's 503 SlowDown. perSecond 0 forwards every request
+// again.
+func (p *Proxy) Throttle(perSecond float64, burst int) {
+	var l *rate.Limiter
+	if perSecond > 0 {
+		l = rate.NewLimiter(rate.Limit(perSecond), burst)
+	}
+	p.d.limit.Store(l)
+}
+
+// Counts are what the proxy has seen since it started or since the last
+// Reset.
+type Counts struct {
+	Forwarded   int64 // requests sent on to the server
+	Throttled   int64 // requests answered with SlowDown
+	MaxInFlight int64 // the most requests the proxy held at once
+}
+
+// Counts returns the counts.
+func (p *Proxy) Counts() Counts {
+	return Counts{p.d.forwarded.Load(), p.d.throttled.Load(), p.d.maxInFlight.Load()}
+}
+
+// Reset sets the counts to zero.
+func (p *Proxy) Reset() {
+	p.d.forwarded.Store(0)
+	p.d.throttled.Store(0)
+	p.d.maxInFlight.Store(0)
+}
 
 // delayed sends each request after delay and hands back each response
 // after delay.
@@ -87,15 +125,50 @@ type delayed struct {
 	delay time.Duration
 	start time.Time
 
+	limit                 atomic.Pointer[rate.Limiter] // nil: no throttle
+	forwarded, throttled  atomic.Int64
+	inFlight, maxInFlight atomic.Int64
+
 	mu  sync.Mutex
 	log io.Writer
 	seq int
 }
 
+// slowDown is S3's answer to a request above the rate it serves.
+const slowDown = `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>wanproxy</RequestId></Error>`
+
 func (d *delayed) RoundTrip(r *http.Request) (*http.Response, error) {
+	now := d.inFlight.Add(1)
+	defer d.inFlight.Add(-1)
+	for {
+		m := d.maxInFlight.Load()
+		if now <= m || d.maxInFlight.CompareAndSwap(m, now) {
+			break
+		}
+	}
 	if err := ctxtime.Sleep(r.Context(), d.delay); err != nil {
 		return nil, err
 	}
+	if l := d.limit.Load(); l != nil && !l.Allow() {
+		d.throttled.Add(1)
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		if err := ctxtime.Sleep(r.Context(), d.delay); err != nil {
+			return nil, err
+		}
+		d.logLine(d.logLine(0, "->", r, 0, 0), "<-", r, http.StatusServiceUnavailable, 0)
+		return &http.Response{
+			StatusCode: http.StatusServiceUnavailable, Status: "503 Slow Down",
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:        http.Header{"Content-Type": {"application/xml"}},
+			Body:          io.NopCloser(strings.NewReader(slowDown)),
+			ContentLength: int64(len(slowDown)),
+			Request:       r,
+		}, nil
+	}
+	d.forwarded.Add(1)
 	n := d.logLine(0, "->", r, 0, 0)
 	sent := time.Now()
 	resp, err := d.base.RoundTrip(r)
