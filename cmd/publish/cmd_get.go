@@ -45,7 +45,7 @@ func (a *attrFlags) AddFlags(cmd *cobra.Command) {
 func (o *getOptions) AddFlags(cmd *cobra.Command) {
 	o.Ref.AddFlags(cmd)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "replace DEST even if it is not empty (its old content is removed)")
-	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads")
+	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 0, "parallel downloads (default: --transfers, or 256 on a remote store and 16 on a local one)")
 	o.Attrs.AddFlags(cmd)
 	o.Filters.AddFlags(cmd, "snapshot's")
 	cmd.Flags().StringVar(&o.Into, "into", "", "download only the partition `PREFIX/`: its files, without the prefix, become DEST's content")
@@ -120,9 +120,10 @@ func runGet(ctx context.Context, opts getOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if opts.Concurrency < 1 {
-		return usagef("--concurrency must be at least 1")
+	if opts.Concurrency < 0 {
+		return usagef("--concurrency must be at least 1, or 0 for the default")
 	}
+	opts.Concurrency = opts.workers(opts.URL, opts.Concurrency)
 	if opts.Into != "" {
 		if err := checkInto(opts.Into); err != nil {
 			return err

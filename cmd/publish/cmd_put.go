@@ -58,7 +58,7 @@ func (o *putOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.Message, "message", "m", "", "commit message, kept in the pointer and the manifest")
 	f.StringArrayVar(&o.Meta, "meta", nil, "metadata `key=value` kept with the commit (repeatable)")
 	f.StringVar(&o.Compress, "compress", "none", "store data objects encoded: none or zstd (readers decode transparently)")
-	f.IntVar(&o.Concurrency, "concurrency", 16, "parallel uploads")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "parallel uploads (default: --transfers, or 256 on a remote store and 16 on a local one)")
 	f.StringVar(&o.Lease, "lease", "", "commit fenced under the lease `NAME`: acquire it, and commit with its token")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "TTL of the lease taken with --lease; it is renewed every TTL/3")
 	f.DurationVar(&o.Wait, "wait", 0, "with --lease, wait up to this long for the lease instead of failing at once")
@@ -174,9 +174,10 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	default:
 		return usagef("--compress %q: want none or zstd", opts.Compress)
 	}
-	if opts.Concurrency < 1 {
-		return usagef("--concurrency must be at least 1")
+	if opts.Concurrency < 0 {
+		return usagef("--concurrency must be at least 1, or 0 for the default")
 	}
+	opts.Concurrency = opts.workers(opts.URL, opts.Concurrency)
 	maxDelete, err := parseMaxDelete(opts.MaxDelete)
 	if err != nil {
 		return err
@@ -356,6 +357,18 @@ func localStoreDir(rawURL string) string {
 	return filepath.FromSlash(u.Path)
 }
 
+// largeFile is the size above which the S3 drivers upload a file in parts,
+// and largeFilesAtOnce how many such files put uploads at once. A file
+// compressed on the way has no size up front, and a driver buffers up to
+// largeFile of it to learn whether it goes in parts: with --compress, every
+// file over bufferedFile counts as large. (Variables for the test of the
+// bound.)
+var (
+	largeFile        int64 = 16 << 20
+	bufferedFile     int64 = 1 << 20
+	largeFilesAtOnce       = 16
+)
+
 // stage uploads the files in parallel, recording in j (if not nil) each
 // file it staged or resumed.
 func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, j *journal, stderr io.Writer) error {
@@ -379,8 +392,20 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 		proof = tx.NewReuseProof(ctx, len(files))
 		changing = append(changing, proof.Option())
 	}
+	// A large file may go up as a multipart upload whose parts a driver
+	// buffers: however many workers run, only a few such files do.
+	large := make(chan struct{}, largeFilesAtOnce)
+	compressing := opts.Compress == "zstd"
 	for _, f := range files {
 		g.Go(func() error {
+			if f.size > largeFile || (compressing && f.size > bufferedFile) {
+				select {
+				case large <- struct{}{}:
+					defer func() { <-large }()
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
 			if err := tx.PutFile(gctx, f.path, f.local, append([]commit.FileOption{commit.Expect(f.info)}, changing...)...); err != nil {
 				return err
 			}

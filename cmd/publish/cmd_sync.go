@@ -37,7 +37,7 @@ type syncOptions struct {
 
 func (o *syncOptions) AddFlags(cmd *cobra.Command) {
 	o.Ref.AddFlags(cmd)
-	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 16, "parallel downloads and local checksums")
+	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 0, "parallel downloads and local checksums (default: --transfers, or 256 on a remote store and 16 on a local one)")
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "say what would change, and change nothing")
 	o.Attrs.AddFlags(cmd)
 	o.Filters.AddFlags(cmd, "snapshot's")
@@ -133,9 +133,10 @@ func runSync(ctx context.Context, opts syncOptions, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if opts.Concurrency < 1 {
-		return usagef("--concurrency must be at least 1")
+	if opts.Concurrency < 0 {
+		return usagef("--concurrency must be at least 1, or 0 for the default")
 	}
+	opts.Concurrency = opts.workers(opts.URL, opts.Concurrency)
 	dest, err := filepath.Abs(opts.Dest)
 	if err != nil {
 		return fmt.Errorf("DEST %s: %w", opts.Dest, err)

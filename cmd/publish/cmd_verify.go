@@ -63,7 +63,7 @@ generation was repaired.` + exitStatus(exitOK, exitError, exitUsage, exitLost, e
 		},
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "verify every retained generation, not only the current one")
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 16, "parallel reads")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 0, "parallel reads (default: --transfers, or 256 on a remote store and 16 on a local one)")
 	cmd.Flags().StringVar(&opts.Repair, "repair", "", "upload damaged files of the current generation again from the directory `SRC` and commit")
 	return cmd
 }
@@ -89,9 +89,10 @@ type verifyResult struct {
 
 func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer) error {
 	start := time.Now()
-	if opts.Concurrency < 1 {
-		return usagef("--concurrency must be at least 1")
+	if opts.Concurrency < 0 {
+		return usagef("--concurrency must be at least 1, or 0 for the default")
 	}
+	opts.Concurrency = opts.workers(opts.URL, opts.Concurrency)
 	d, err := opts.openDataset(ctx, opts.URL)
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ type globalOptions struct {
 	Progress  bool
 	Config    string
 	NoCache   bool
+	Transfers int
 
 	// Encryption and storage class of the objects written (S3).
 	SSE          string
@@ -81,6 +82,7 @@ func (g *globalOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&g.SSECKey, "sse-c-key", "", "encrypt every object written with this key of yours (S3 SSE-C; also gs:// and az://), and send it with every read: a file holding 32 bytes or their base64, or env:NAME for an environment variable that holds them")
 	f.StringVar(&g.StorageClass, "storage-class", "", "the storage class of every object written, such as STANDARD_IA or NEARLINE, or the access tier on az:// (default: the bucket's; URL: ?storage_class=)")
 	f.BoolVar(&g.NoCache, "no-cache", false, "neither keep nor use copies of manifests in the user's cache directory (publish/manifests), where put, get and sync find the manifest of a generation they saw before without reading it again (none are kept with --sse-c-key)")
+	f.IntVar(&g.Transfers, "transfers", 0, "remote stores: how many requests to keep in flight: 0 adapts the number to the service's answers (16 at first, up to 256, fewer when it answers 503 or 429 or times out), N pins it at N; put, get, sync and verify then also handle N files at once unless --concurrency says otherwise")
 	f.BoolVar(&g.Progress, "progress", false, "show the progress display on stderr even when it is not a terminal (it is shown on a terminal anyway, never with -q or --json)")
 }
 
@@ -174,12 +176,16 @@ func (g *globalOptions) openStore(ctx context.Context, rawURL string) (store.Sto
 	if err != nil {
 		return nil, err
 	}
+	if g.Transfers < 0 {
+		return nil, usagef("--transfers must be 0 (adaptive) or more")
+	}
 	rawURL, pathStyle := g.pathStyle(u, rawURL)
 	s, err := store.Open(ctx, rawURL, store.Config{
 		Endpoint: g.Endpoint, Region: g.Region, Profile: g.Profile, PathStyle: pathStyle,
 		Timeouts:     timeouts,
 		Encryption:   store.Encryption{SSE: g.SSE, KMSKeyID: g.SSEKMSKeyID, CustomerKey: key},
 		StorageClass: g.StorageClass,
+		Transfers:    g.Transfers,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAccess) {
@@ -274,6 +280,27 @@ func (g *globalOptions) openDataset(ctx context.Context, rawURL string, opts ...
 	}
 	return commit.New(s, append([]commit.Option{commit.WithLogger(g.log())}, opts...)...), nil
 }
+
+// workers is how many files put, get, sync and verify handle at once: the
+// command's --concurrency if given (not 0), else --transfers if given, else
+// on a remote store as many as its adaptive window keeps in flight at most,
+// so that the window bounds the requests, and 16 on a local one.
+func (g *globalOptions) workers(rawURL string, concurrency int) int {
+	switch {
+	case concurrency > 0:
+		return concurrency
+	case g.Transfers > 0:
+		return g.Transfers
+	}
+	if u, err := store.ParseURL(rawURL); err == nil && u.Scheme != "file" && u.Scheme != "mem" {
+		return store.MaxTransfers
+	}
+	return localWorkers
+}
+
+// localWorkers is how many files a command handles at once on a local
+// store unless told otherwise.
+const localWorkers = 16
 
 // manifestCache is the Dataset option of put, get and sync: the manifests
 // they read and write are kept under the user's cache directory, by the
