@@ -13,17 +13,25 @@ import (
 	"github.com/commitptr/commitptr/internal/wanproxy"
 )
 
-// TestTransfersBoundRequestsInFlight: put and get of 300 files through an
-// S3 server 10 ms away. With --transfers 3 the server never has more than 3
-// of their requests at once; without it the window adapts, and soon has
-// more than the 16 it starts with.
-func TestTransfersBoundRequestsInFlight(t *testing.T) {
+// s3Away returns a fresh bucket of the S3 test server and a proxy that puts
+// the server 10 ms away each way, closed when the test ends.
+func s3Away(t *testing.T) (string, *wanproxy.Proxy) {
+	t.Helper()
 	srv := testenv.S3(t)
 	srv.UseCredentials()
 	bucket := srv.NewBucket(t)
 	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 10*time.Millisecond, nil)
 	require.NoError(t, err)
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return bucket, p
+}
+
+// TestTransfersBoundRequestsInFlight: put and get of 300 files through an
+// S3 server 10 ms away. With --transfers 3 the server never has more than 3
+// of their requests at once; without it the window adapts, and soon has
+// more than the 16 it starts with.
+func TestTransfersBoundRequestsInFlight(t *testing.T) {
+	bucket, p := s3Away(t)
 	files := map[string]string{}
 	for i := range 300 {
 		files[fmt.Sprintf("d%d/f%03d", i%7, i)] = fmt.Sprint(i)
@@ -57,12 +65,7 @@ func TestTransfersBoundRequestsInFlight(t *testing.T) {
 func TestPutUploadsFewLargeFilesAtOnce(t *testing.T) {
 	size, buffered, n := largeFile, bufferedFile, largeFilesAtOnce
 	defer func() { largeFile, bufferedFile, largeFilesAtOnce = size, buffered, n }()
-	srv := testenv.S3(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
-	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 10*time.Millisecond, nil)
-	require.NoError(t, err)
-	defer p.Close()
+	bucket, p := s3Away(t)
 	files := map[string]string{}
 	for i := range 30 {
 		files[fmt.Sprintf("f%02d", i)] = fmt.Sprint("content of ", i)

@@ -190,34 +190,42 @@ func waitOn(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
+// heldWindow returns a store on a fresh bucket whose window of 1 is held
+// by the first part of a slow upload (slow/b, under way when it returns),
+// the function that releases that part, and where the upload's error
+// arrives. Its transport reports on h.created each multipart upload started
+// under other.
+func heldWindow(t *testing.T, other string) (store.Store, string, *holdingRT, func(), chan error) {
+	t.Helper()
+	srv := server(t)
+	bucket := srv.NewBucket(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	h := &holdingRT{base: tr, prefix: "/slow/", other: other,
+		held: make(chan struct{}, 1), created: make(chan struct{}, 1), release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true,
+		Transfers: 1, HTTPClient: &http.Client{Transport: h}})
+	require.NoError(t, err)
+	const size = 3 * (8 << 20)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), "slow/b", bytes.NewReader(make([]byte, size)), store.PutOptions{Size: size})
+		done <- err
+	}()
+	waitOn(t, h.held, "the slow upload's first part")
+	return s, bucket, h, release, done
+}
+
 // TestAbortGoesAheadOfTheWindow: with a window of 1 held by a part of a
 // slow upload, another upload is cancelled while its parts wait. Its abort
 // goes out at once, not behind the held part: the cancelled Put returns
 // while the part is still held, and leaves no multipart upload behind.
 func TestAbortGoesAheadOfTheWindow(t *testing.T) {
-	srv := server(t)
-	bucket := srv.NewBucket(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	h := &holdingRT{base: tr, prefix: "/slow/", other: "/cancelled/",
-		held: make(chan struct{}, 1), created: make(chan struct{}, 1), release: make(chan struct{})}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(h.release) }) }
-	defer release()
-	s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true,
-		Transfers: 1, HTTPClient: &http.Client{Transport: h}})
-	require.NoError(t, err)
-
+	s, bucket, h, release, bDone := heldWindow(t, "/cancelled/")
 	const size = 3 * (8 << 20)
-	bctx, bcancel := context.WithCancel(context.Background())
-	defer bcancel()
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := s.Put(bctx, "slow/b", bytes.NewReader(make([]byte, size)), store.PutOptions{Size: size})
-		bDone <- err
-	}()
-	// The slow upload's first part holds the window.
-	waitOn(t, h.held, "the slow upload's first part")
 	actx, acancel := context.WithCancel(context.Background())
 	defer acancel()
 	aDone := make(chan error, 1)
@@ -245,28 +253,11 @@ func TestAbortGoesAheadOfTheWindow(t *testing.T) {
 // a part of a slow upload, a pointer's read and write and a lease's
 // acquisition, renewal and release go out at once.
 func TestPointerAndLeaseRequestsGoAheadOfTheWindow(t *testing.T) {
-	srv := server(t)
-	bucket := srv.NewBucket(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	h := &holdingRT{base: tr, prefix: "/slow/", held: make(chan struct{}, 1), created: make(chan struct{}, 1), release: make(chan struct{})}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(h.release) }) }
-	defer release()
-	s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true,
-		Transfers: 1, HTTPClient: &http.Client{Transport: h}})
-	require.NoError(t, err)
-	const size = 3 * (8 << 20)
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := s.Put(context.Background(), "slow/b", bytes.NewReader(make([]byte, size)), store.PutOptions{Size: size})
-		bDone <- err
-	}()
-	waitOn(t, h.held, "the slow upload's first part")
+	s, _, _, release, bDone := heldWindow(t, "")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, _, err = pointer.Read(ctx, s)
+	_, _, err := pointer.Read(ctx, s)
 	require.ErrorIs(t, err, store.ErrNotExist, "the pointer's read")
 	gen, err := generation.New()
 	require.NoError(t, err)
