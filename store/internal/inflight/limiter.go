@@ -15,8 +15,7 @@ var Adaptive = Params{Initial: 16, Min: 1, Max: store.MaxTransfers, Shrink: 0.7}
 // flight, and queues the others in the order they came. It is safe for
 // concurrent use.
 type Limiter struct {
-	p      Params
-	pinned bool
+	p Params
 
 	mu       sync.Mutex
 	w        Window
@@ -42,12 +41,10 @@ func For(transfers int) *Limiter {
 }
 
 // Pinned returns a Limiter that keeps n requests in flight at most, whatever
-// their outcomes (n at least 1).
+// their outcomes (n at least 1): a window whose bounds are both n.
 func Pinned(n int) *Limiter {
 	n = max(n, 1)
-	l := New(Params{Initial: n, Min: n, Max: n, Shrink: 1})
-	l.pinned = true
-	return l
+	return New(Params{Initial: n, Min: n, Max: n, Shrink: 1})
 }
 
 // Limit is how many requests may be in flight now.
@@ -135,9 +132,7 @@ func (s *Slot) Done(sig Signal) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.inFlight--
-		if !l.pinned {
-			l.w = l.w.Next(sig, s.sent, l.p)
-		}
+		l.w = l.w.Next(sig, s.sent, l.p)
 		l.wake()
 	})
 }

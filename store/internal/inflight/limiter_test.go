@@ -156,19 +156,35 @@ func TestCancelledWaiterGivesUpItsPlace(t *testing.T) {
 			second <- s
 		}()
 		waitFor(t, "the second waiter queues", func() bool { _, q := l.state(); return q == 2 })
-		// Both at once: the first waiter may see its turn or its
-		// cancellation first.
-		if trial%2 == 0 {
+		// The first waiter gives up before the place frees, or both
+		// happen at once and it may see its turn or its cancellation
+		// first.
+		switch trial % 3 {
+		case 0:
+			cancel()
+			if err := <-first; !errors.Is(err, context.Canceled) {
+				t.Fatalf("a waiter that gave up: %v", err)
+			}
+			held.Done(Answered)
+		case 1:
 			cancel()
 			held.Done(Answered)
-		} else {
+		case 2:
 			held.Done(Answered)
 			cancel()
 		}
-		if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatal(err)
+		if trial%3 != 0 {
+			if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
 		}
-		(<-second).Done(Answered)
+		select {
+		case s := <-second:
+			s.Done(Answered)
+		case <-time.After(time.Minute):
+			n, q := l.state()
+			t.Fatalf("trial %d: the next waiter never went through (%d in flight, %d waiting)", trial, n, q)
+		}
 		if n, q := l.state(); n != 0 || q != 0 {
 			t.Fatalf("trial %d: %d in flight, %d waiting", trial, n, q)
 		}
