@@ -276,3 +276,17 @@ func TestPointerAndLeaseRequestsGoAheadOfTheWindow(t *testing.T) {
 	release()
 	require.NoError(t, <-bDone)
 }
+
+// TestTransfersPinTheWindow: a driver opened with Transfers 2 keeps at
+// most 2 requests in flight, however many its callers send at once.
+func TestTransfersPinTheWindow(t *testing.T) {
+	srv := server(t)
+	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 10*time.Millisecond, nil)
+	require.NoError(t, err)
+	defer p.Close()
+	s, _ := newStoreOn(t, srv, func(o *s3.Options) { o.Endpoint, o.Transfers = p.URL, 2 })
+	putMany(t, s, "pinned/", 40)
+	if m := p.Counts().MaxInFlight; m > 2 {
+		t.Fatalf("%d requests in flight at most, want 2", m)
+	}
+}
