@@ -189,7 +189,7 @@ func TestUrgentRequestsSkipTheWindow(t *testing.T) {
 			req = req.WithContext(store.Urgent(req.Context()))
 		}
 		if got := Urgent(req); got != c.urgent {
-			t.Errorf("%s: urgent %v, want %v", c.name, got, c.urgent)
+			t.Fatalf("%s: urgent %v, want %v", c.name, got, c.urgent)
 		}
 	}
 	// Through a full window, an urgent request is answered.
@@ -204,7 +204,9 @@ func TestUrgentRequestsSkipTheWindow(t *testing.T) {
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){
 		"Client": Client(srv.Client(), l).Do, "RoundTripper": RoundTripper(srv.Client().Transport, l).RoundTrip,
 	} {
-		req, err := http.NewRequestWithContext(store.Urgent(context.Background()), http.MethodGet, srv.URL+"/pointer", nil)
+		ctx, cancel := context.WithTimeout(store.Urgent(context.Background()), time.Minute)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/pointer", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
