@@ -251,7 +251,7 @@ func TestAbortGoesAheadOfTheWindow(t *testing.T) {
 
 // TestPointerAndLeaseRequestsGoAheadOfTheWindow: with a window of 1 held by
 // a part of a slow upload, a pointer's read and write and a lease's
-// acquisition, renewal and release go out at once.
+// acquisition, read, renewal and release go out at once.
 func TestPointerAndLeaseRequestsGoAheadOfTheWindow(t *testing.T) {
 	s, _, _, release, bDone := heldWindow(t, "")
 
@@ -266,6 +266,8 @@ func TestPointerAndLeaseRequestsGoAheadOfTheWindow(t *testing.T) {
 	require.NoError(t, err, "the pointer's write")
 	l, err := lease.TryAcquire(ctx, s, "job", lease.Options{Owner: "me", TTL: time.Minute})
 	require.NoError(t, err, "the lease's acquisition")
+	_, err = lease.TryAcquire(ctx, s, "job", lease.Options{Owner: "other", TTL: time.Minute})
+	require.ErrorIs(t, err, lease.ErrHeld, "another owner's attempt, which reads the lease")
 	require.NoError(t, l.Renew(ctx), "the lease's renewal")
 	require.NoError(t, l.Release(ctx), "the lease's release")
 	select {
