@@ -138,6 +138,7 @@ func TestCancelledWaiterGivesUpItsPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		first := make(chan error, 1)
 		go func() {
 			s, err := l.Acquire(ctx)
