@@ -1,9 +1,11 @@
 // Package inflight owns how many requests a network driver keeps in flight
-// to its endpoint. A Limiter holds every request, data, manifest and
-// pointer alike, to one window, which grows while the service answers and
-// shrinks when it throttles (503, 429) or fails to answer in time: additive
-// increase and multiplicative decrease, as TCP Reno's congestion window.
-// A pinned Limiter (rclone's --transfers) keeps its window where it is set.
+// to its endpoint. A Limiter holds the requests, data and manifests of
+// every caller alike, to one window, which grows while the service answers
+// and shrinks when it throttles (503, 429) or fails to answer in time:
+// additive increase and multiplicative decrease, as TCP Reno's congestion
+// window. A pinned Limiter (rclone's --transfers) keeps its window where it
+// is set. Urgent requests (a pointer's, a lease's, a multipart upload's
+// start, completion and abort) go out at once, outside the window.
 //
 // The rule is the pure function Window.Next; Limiter is the shell that
 // queues requests, first come first served, and feeds it what each
