@@ -24,7 +24,7 @@ func TestGlobalFlagsFromEnv(t *testing.T) {
 	assert.ElementsMatch(t, []string{"PUBLISH_ENDPOINT", "PUBLISH_REGION", "PUBLISH_PROFILE", "PUBLISH_PATH_STYLE",
 		"PUBLISH_CONNECT_TIMEOUT", "PUBLISH_TIMEOUT", "PUBLISH_IDLE_TIMEOUT", "PUBLISH_JSON", "PUBLISH_VERBOSE",
 		"PUBLISH_QUIET", "PUBLISH_PROGRESS", "PUBLISH_CONFIG", "PUBLISH_SSE", "PUBLISH_SSE_KMS_KEY_ID", "PUBLISH_SSE_C_KEY",
-		"PUBLISH_STORAGE_CLASS", "PUBLISH_NO_CACHE"}, names, "the variables the help and README name")
+		"PUBLISH_STORAGE_CLASS", "PUBLISH_NO_CACHE", "PUBLISH_TRANSFERS"}, names, "the variables the help and README name")
 
 	u := "file://" + filepath.Join(t.TempDir(), "store")
 	src := writeTree(t, map[string]string{"a": "1"})
