@@ -10,8 +10,8 @@ import (
 )
 
 // Client wraps c so that every request but an Urgent one waits for a slot
-// of l before it is sent and gives it back when its response header arrives (or it fails).
-// A response body is read outside the slot: a reader that holds a body
+// of l before it is sent and gives it back when its response header
+// arrives (or it fails). A response body is read outside the slot: a reader that holds a body
 // open holds no place in the window. Wrap a client whose timeouts
 // httptimeout set up, so that a header timeout reads as a throttle.
 func Client(c httptimeout.Doer, l *Limiter) httptimeout.Doer { return client{c, l} }
@@ -21,19 +21,7 @@ type client struct {
 	l *Limiter
 }
 
-func (c client) Do(req *http.Request) (*http.Response, error) {
-	if Urgent(req) {
-		return c.c.Do(req)
-	}
-	s, err := c.l.Acquire(req.Context())
-	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	resp, err := c.c.Do(req)
-	s.Done(Classify(req, resp, err))
-	return resp, err
-}
+func (c client) Do(req *http.Request) (*http.Response, error) { return send(req, c.l, c.c.Do) }
 
 // RoundTripper wraps a transport as Client wraps a client.
 func RoundTripper(rt http.RoundTripper, l *Limiter) http.RoundTripper {
@@ -46,15 +34,21 @@ type roundTripper struct {
 }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	return send(req, t.l, t.rt.RoundTrip)
+}
+
+// send sends req with next: at once if it is Urgent, else in a slot of l,
+// which the outcome then ends.
+func send(req *http.Request, l *Limiter, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if Urgent(req) {
-		return t.rt.RoundTrip(req)
+		return next(req)
 	}
-	s, err := t.l.Acquire(req.Context())
+	s, err := l.Acquire(req.Context())
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := t.rt.RoundTrip(req)
+	resp, err := next(req)
 	s.Done(Classify(req, resp, err))
 	return resp, err
 }
