@@ -54,10 +54,6 @@ func (l *Limiter) Limit() int {
 	return l.w.Limit()
 }
 
-// Max is the most requests the Limiter ever lets be in flight: a caller
-// that runs as many workers keeps the window busy.
-func (l *Limiter) Max() int { return l.p.Max }
-
 // Slot is a request let through; Done ends it.
 type Slot struct {
 	l    *Limiter

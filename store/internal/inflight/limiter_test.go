@@ -44,8 +44,8 @@ func TestLimiterKeepsRequestsWithinTheWindow(t *testing.T) {
 				}
 				mu.Lock()
 				n, _ := l.state()
-				if limit := l.Limit(); n > l.Max() {
-					t.Errorf("%d in flight, above the most the window allows (%d; limit now %d)", n, l.Max(), limit)
+				if limit := l.Limit(); n > l.p.Max {
+					t.Errorf("%d in flight, above the most the window allows (%d; limit now %d)", n, l.p.Max, limit)
 				}
 				mu.Unlock()
 				s.Done(Signal(i % 3))
@@ -293,12 +293,12 @@ func TestLimiterSettlesAtTheServiceRate(t *testing.T) {
 // 0 adapts it.
 func TestForPinsEveryPositiveNumber(t *testing.T) {
 	for _, n := range []int{1, 2, 300} {
-		if l := For(n); l.Limit() != n || l.Max() != n {
-			t.Fatalf("For(%d): limit %d, max %d", n, l.Limit(), l.Max())
+		if l := For(n); l.Limit() != n || l.p.Max != n {
+			t.Fatalf("For(%d): limit %d, max %d", n, l.Limit(), l.p.Max)
 		}
 	}
-	if l := For(0); l.Limit() != Adaptive.Initial || l.Max() != Adaptive.Max {
-		t.Fatalf("For(0): limit %d, max %d", l.Limit(), l.Max())
+	if l := For(0); l.Limit() != Adaptive.Initial || l.p.Max != Adaptive.Max {
+		t.Fatalf("For(0): limit %d, max %d", l.Limit(), l.p.Max)
 	}
 }
 
