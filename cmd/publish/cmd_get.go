@@ -257,8 +257,14 @@ func download(ctx context.Context, opts getOptions, snap *commit.Snapshot, entri
 	defer bar.Finish()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
+	heavy := newHeavyGate()
 	for _, e := range entries {
 		g.Go(func() error {
+			leave, err := heavy.enter(gctx, heavyDownload(e))
+			if err != nil {
+				return err
+			}
+			defer leave()
 			if err := getFile(gctx, root, snap, e, e.Path, opts.Attrs); err != nil {
 				return err
 			}

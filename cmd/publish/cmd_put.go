@@ -357,18 +357,6 @@ func localStoreDir(rawURL string) string {
 	return filepath.FromSlash(u.Path)
 }
 
-// largeFile is the size above which the S3 drivers upload a file in parts,
-// and largeFilesAtOnce how many such files put uploads at once. A file
-// compressed on the way has no size up front, and a driver buffers up to
-// largeFile of it to learn whether it goes in parts: with --compress, every
-// file over bufferedFile counts as large. (Variables for the test of the
-// bound.)
-var (
-	largeFile        int64 = 16 << 20
-	bufferedFile     int64 = 1 << 20
-	largeFilesAtOnce       = 16
-)
-
 // stage uploads the files in parallel, recording in j (if not nil) each
 // file it staged or resumed.
 func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile, j *journal, stderr io.Writer) error {
@@ -392,20 +380,15 @@ func stage(ctx context.Context, opts putOptions, tx *commit.Tx, files []srcFile,
 		proof = tx.NewReuseProof(ctx, len(files))
 		changing = append(changing, proof.Option())
 	}
-	// A large file may go up as a multipart upload whose parts a driver
-	// buffers: however many workers run, only a few such files do.
-	large := make(chan struct{}, largeFilesAtOnce)
+	heavy := newHeavyGate()
 	compressing := opts.Compress == "zstd"
 	for _, f := range files {
 		g.Go(func() error {
-			if f.size > largeFile || (compressing && f.size > bufferedFile) {
-				select {
-				case large <- struct{}{}:
-					defer func() { <-large }()
-				case <-gctx.Done():
-					return gctx.Err()
-				}
+			leave, err := heavy.enter(gctx, heavyUpload(f.size, compressing))
+			if err != nil {
+				return err
 			}
+			defer leave()
 			if err := tx.PutFile(gctx, f.path, f.local, append([]commit.FileOption{commit.Expect(f.info)}, changing...)...); err != nil {
 				return err
 			}

@@ -536,6 +536,7 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replace
 		return nil
 	}
 	var later []int
+	heavy := newHeavyGate()
 	for i, e := range fetch {
 		tmp, err := tempName(e.Path)
 		if err != nil {
@@ -547,7 +548,13 @@ func (s *syncer) download(ctx context.Context, fetch []generation.Entry, replace
 			later = append(later, i)
 		}
 		g.Go(func() error {
-			if err := getFile(gctx, s.root, s.snap, e, tmp, s.opts.Attrs); err != nil {
+			leave, err := heavy.enter(gctx, heavyDownload(e))
+			if err != nil {
+				return err
+			}
+			err = getFile(gctx, s.root, s.snap, e, tmp, s.opts.Attrs)
+			leave()
+			if err != nil {
 				return err
 			}
 			bar.Add(e.Size)

@@ -149,9 +149,15 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
+	heavy := newHeavyGate()
 	for _, j := range jobs {
 		g.Go(func() error {
+			leave, err := heavy.enter(gctx, heavyDownload(j.e))
+			if err != nil {
+				return err
+			}
 			n, err := verifyEntry(gctx, snap, j.e)
+			leave()
 			if gctx.Err() != nil {
 				return gctx.Err()
 			}

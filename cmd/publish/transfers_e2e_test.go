@@ -58,13 +58,13 @@ func TestTransfersBoundRequestsInFlight(t *testing.T) {
 	}
 }
 
-// TestPutUploadsFewLargeFilesAtOnce: put uploads at most largeFilesAtOnce
+// TestPutUploadsFewLargeFilesAtOnce: put uploads at most heavyAtOnce
 // files at a time that a driver may buffer or send in parts: those over
 // largeFile, and with --compress those over bufferedFile too. Here the
 // bounds are lowered so that 30 small files are such files.
 func TestPutUploadsFewLargeFilesAtOnce(t *testing.T) {
-	size, buffered, n := largeFile, bufferedFile, largeFilesAtOnce
-	defer func() { largeFile, bufferedFile, largeFilesAtOnce = size, buffered, n }()
+	size, buffered, n := largeFile, bufferedFile, heavyAtOnce
+	defer func() { largeFile, bufferedFile, heavyAtOnce = size, buffered, n }()
 	bucket, p := s3Away(t)
 	files := map[string]string{}
 	for i := range 30 {
@@ -81,7 +81,7 @@ func TestPutUploadsFewLargeFilesAtOnce(t *testing.T) {
 		{"compressed, over bufferedFile", size, 1, []string{"--compress", "zstd"}, 2},
 		{"small, not compressed", size, 1, nil, 0},
 	} {
-		largeFile, bufferedFile, largeFilesAtOnce = c.large, c.buffered, 2
+		largeFile, bufferedFile, heavyAtOnce = c.large, c.buffered, 2
 		p.Reset()
 		args := append([]string{"--endpoint", p.URL, "--path-style", "--no-cache", "put"}, c.args...)
 		ok(t, append(args, src, "s3://"+bucket+"/"+strings.ReplaceAll(c.name, " ", "-"))...)
@@ -93,6 +93,45 @@ func TestPutUploadsFewLargeFilesAtOnce(t *testing.T) {
 		}
 		if c.most == 0 && m <= 2 {
 			t.Errorf("%s: %d requests in flight at most, want more: the bound is for large files only", c.name, m)
+		}
+	}
+}
+
+// TestFewCompressedFilesDownloadAtOnce: get, sync and verify read at most
+// heavyAtOnce zstd files over smallDecoded at a time, since each decoder
+// keeps a window of up to 8 MiB; smaller ones, like plain files, go as
+// many at once as the window allows. Here the bound is lowered so that 30
+// small files are such files.
+func TestFewCompressedFilesDownloadAtOnce(t *testing.T) {
+	small, n := smallDecoded, heavyAtOnce
+	defer func() { smallDecoded, heavyAtOnce = small, n }()
+	bucket, p := s3Away(t)
+	files := map[string]string{}
+	for i := range 30 {
+		files[fmt.Sprintf("f%02d", i)] = fmt.Sprint("content of ", i)
+	}
+	url := "s3://" + bucket + "/d"
+	flags := []string{"--endpoint", p.URL, "--path-style", "--no-cache"}
+	ok(t, append(flags, "put", "--compress", "zstd", writeTree(t, files), url)...)
+	for _, c := range []struct {
+		name  string
+		small int64
+		heavy bool
+	}{
+		{"over smallDecoded", 1, true},
+		{"under smallDecoded", small, false},
+	} {
+		smallDecoded, heavyAtOnce = c.small, 2
+		for _, op := range [][]string{{"get", url, t.TempDir()}, {"sync", url, t.TempDir()}, {"verify", url}} {
+			p.Reset()
+			ok(t, append(append([]string{}, flags...), op...)...)
+			m := p.Counts().MaxInFlight
+			if c.heavy && m > 2 {
+				t.Errorf("%s, %s: %d requests in flight at most, want 2 downloads at a time", c.name, op[0], m)
+			}
+			if !c.heavy && m <= 2 {
+				t.Errorf("%s, %s: %d requests in flight at most, want more: the bound is for large compressed files only", c.name, op[0], m)
+			}
 		}
 	}
 }
