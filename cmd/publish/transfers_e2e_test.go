@@ -110,19 +110,23 @@ func TestFewCompressedFilesDownloadAtOnce(t *testing.T) {
 	for i := range 30 {
 		files[fmt.Sprintf("f%02d", i)] = fmt.Sprint("content of ", i)
 	}
-	url := "s3://" + bucket + "/d"
+	src := writeTree(t, files)
 	flags := []string{"--endpoint", p.URL, "--path-style", "--no-cache"}
-	ok(t, append(flags, "put", "--compress", "zstd", writeTree(t, files), url)...)
+	zstd, plain := "s3://"+bucket+"/zstd", "s3://"+bucket+"/plain"
+	ok(t, append(flags, "put", "--compress", "zstd", src, zstd)...)
+	ok(t, append(flags, "put", src, plain)...)
 	for _, c := range []struct {
 		name  string
+		url   string
 		small int64
 		heavy bool
 	}{
-		{"over smallDecoded", 1, true},
-		{"under smallDecoded", small, false},
+		{"compressed, over smallDecoded", zstd, 1, true},
+		{"compressed, under smallDecoded", zstd, small, false},
+		{"plain, over smallDecoded", plain, 1, false},
 	} {
 		smallDecoded, heavyAtOnce = c.small, 2
-		for _, op := range [][]string{{"get", url, t.TempDir()}, {"sync", url, t.TempDir()}, {"verify", url}} {
+		for _, op := range [][]string{{"get", c.url, t.TempDir()}, {"sync", c.url, t.TempDir()}, {"verify", c.url}} {
 			p.Reset()
 			ok(t, append(append([]string{}, flags...), op...)...)
 			m := p.Counts().MaxInFlight
