@@ -319,7 +319,7 @@ func waitFor(t *testing.T, path string, d time.Duration) {
 func TestConcurrentUpdates(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.name, func(t *testing.T) {
-			const procs, each = 8, 20
+			const procs, each = 8, 10
 			url := tg.url(t)
 			var wg sync.WaitGroup
 			for p := range procs {

@@ -54,6 +54,7 @@ func TestStalledEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each waits out its limits on a listener of its own
 			endpoint := faults.Stalled(t, tt.mode)
 			ctx, cancel := context.WithTimeout(context.Background(), guard)
 			defer cancel()

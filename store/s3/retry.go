@@ -21,6 +21,10 @@ const (
 	throttleAttempts = 10
 )
 
+// maxBackoff caps the wait before an attempt, the SDK's default. (A
+// variable for the tests, which count attempts without waiting minutes.)
+var maxBackoff = retry.DefaultMaxBackoff
+
 // newRetryer returns the SDK's standard retryer with those attempts and
 // without its retry quota: the quota fails requests outright once a busy
 // service has throttled a few hundred, where the window slows them down.
@@ -32,6 +36,7 @@ func newRetryer(attempts int) aws.RetryerV2 {
 		RetryerV2: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = max(attempts, throttleAttempts)
 			o.RateLimiter = ratelimit.None
+			o.MaxBackoff = maxBackoff
 		}),
 		attempts: attempts,
 	}

@@ -124,6 +124,7 @@ func attemptsOf(t *testing.T, status int, code string) (int64, error) {
 // AWS_MAX_ATTEMPTS unset or set to 3; the error keeps the API error in its
 // chain.
 func TestThrottledRequestsGetMoreAttempts(t *testing.T) {
+	defer s3.SetMaxBackoff(10 * time.Millisecond)()
 	for _, env := range []string{"", "3"} {
 		t.Run("AWS_MAX_ATTEMPTS="+env, func(t *testing.T) {
 			t.Setenv("AWS_MAX_ATTEMPTS", env)

@@ -67,6 +67,7 @@ func Stalled(t *testing.T, open func(t *testing.T, endpoint string) store.Store)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each waits out its limits on a listener of its own
 			endpoint := faults.Stalled(t, tt.mode)
 			u, err := url.Parse(endpoint)
 			require.NoError(t, err)
