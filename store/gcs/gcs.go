@@ -11,10 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
@@ -34,8 +37,17 @@ const PartSize = 16 << 20
 const maxObjectSize = 5 << 40
 
 // maxAttempts is how often the client sends a request that fails with a
-// retryable error, the first attempt included.
-const maxAttempts = 3
+// retryable error, the first attempt included; throttleAttempts, how often
+// it sends one that the service throttles (429 or 503), since the window
+// of requests in flight shrinks meanwhile (package inflight).
+const (
+	maxAttempts      = 3
+	throttleAttempts = 10
+)
+
+// maxBackoff caps the wait before an attempt, the client's default. (A
+// variable for the tests, which count attempts without waiting minutes.)
+var maxBackoff = 30 * time.Second
 
 // deleteWorkers is how many DELETE requests DeleteMany keeps in flight:
 // the JSON API deletes one object per request.
@@ -87,7 +99,6 @@ type Store struct {
 type bucket struct {
 	client   *storage.Client
 	bucket   *storage.BucketHandle // without retry settings: see object
-	lister   *storage.BucketHandle // bucket with the retry policy, for List
 	name     string                // the bucket's name
 	endpoint string                // scheme://host, for error messages
 	enc      store.Encryption
@@ -152,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	b := client.Bucket(opts.Bucket)
 	d := &bucket{
-		client: client, bucket: b, lister: b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(maxAttempts)),
+		client: client, bucket: b,
 		name: opts.Bucket, endpoint: endpoint, enc: opts.Encryption, class: opts.StorageClass,
 	}
 	return &Store{Bucket: portable.New(d, portable.Limits{
@@ -183,17 +194,30 @@ func checkEncryption(e store.Encryption) error {
 // of attempts (they retry until a deadline), so the last option counts
 // them too.
 //
-// The options go on each object handle, never on the client: a handle's
-// Retryer changes the retry settings it shares with the client in place.
+// The options go on each object handle, and on the bucket handle of each
+// listing, never on the client: a handle's Retryer changes the retry
+// settings it shares with the client in place.
 func retries() []storage.RetryOption {
 	var n atomic.Int32
 	return []storage.RetryOption{
 		storage.WithPolicy(storage.RetryAlways),
-		storage.WithMaxAttempts(maxAttempts),
+		storage.WithMaxAttempts(throttleAttempts),
+		storage.WithBackoff(gax.Backoff{Initial: min(time.Second, maxBackoff), Max: maxBackoff, Multiplier: 2}),
 		storage.WithErrorFunc(func(err error) bool {
-			return n.Add(1) < maxAttempts && storage.ShouldRetry(err)
+			sent := n.Add(1)
+			if throttled(err) {
+				return sent < throttleAttempts
+			}
+			return sent < maxAttempts && storage.ShouldRetry(err)
 		}),
 	}
+}
+
+// throttled reports whether err is the service asking to slow down: a 429
+// or a 503.
+func throttled(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && (ge.Code == http.StatusTooManyRequests || ge.Code == http.StatusServiceUnavailable)
 }
 
 // object returns a handle on key with the retry policy of one operation.
@@ -504,7 +528,7 @@ func (s *bucket) List(ctx context.Context, req store.ListRequest) (store.ListPag
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
 		return store.ListPage{}, err
 	}
-	it := s.lister.Objects(ctx, q)
+	it := s.bucket.Retryer(retries()...).Objects(ctx, q)
 	it.PageInfo().MaxSize = req.MaxKeys
 	it.PageInfo().Token = req.Token
 	var page store.ListPage
