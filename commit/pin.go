@@ -179,8 +179,10 @@ func (p *Pin) live(ctx context.Context) (store.Attrs, error) {
 // listed the pin as expired in between, so Renew removes it again and
 // reports ErrCollected; and when the renewal's response has no Date, so
 // that nobody can tell. A HEAD without a Date is refused with an error
-// matching store.ErrNoServerTime.
+// matching store.ErrNoServerTime. Its requests go ahead of the store's
+// queue (store.Urgent): a renewal is bound by the pin's TTL.
 func (p *Pin) Renew(ctx context.Context) error {
+	ctx = store.Urgent(ctx)
 	a, err := p.live(ctx)
 	if err != nil {
 		return fmt.Errorf("commit: renew pin: %w", err)

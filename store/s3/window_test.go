@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/generation"
 	"github.com/commitptr/commitptr/internal/wanproxy"
 	"github.com/commitptr/commitptr/lease"
@@ -198,6 +199,14 @@ func waitOn(t *testing.T, ch <-chan struct{}, what string) {
 // under other.
 func heldWindow(t *testing.T, other string) (store.Store, string, *holdingRT, func(), chan error) {
 	t.Helper()
+	s, bucket, h, release := holdingStore(t, other)
+	return s, bucket, h, release, slowUpload(t, s, h)
+}
+
+// holdingStore returns a store on a fresh bucket with a window of 1, whose
+// part uploads under slow/ are held until release is called.
+func holdingStore(t *testing.T, other string) (store.Store, string, *holdingRT, func()) {
+	t.Helper()
 	srv := server(t)
 	bucket := srv.NewBucket(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -210,6 +219,14 @@ func heldWindow(t *testing.T, other string) (store.Store, string, *holdingRT, fu
 	s, err := s3.New(context.Background(), s3.Options{Bucket: bucket, Endpoint: srv.Endpoint, PathStyle: true,
 		Transfers: 1, HTTPClient: &http.Client{Transport: h}})
 	require.NoError(t, err)
+	return s, bucket, h, release
+}
+
+// slowUpload starts a multipart upload to slow/b on s and returns once its
+// first part is held, the only place in the window taken; its outcome
+// comes on the channel returned.
+func slowUpload(t *testing.T, s store.Store, h *holdingRT) chan error {
+	t.Helper()
 	const size = 3 * (8 << 20)
 	done := make(chan error, 1)
 	go func() {
@@ -217,7 +234,7 @@ func heldWindow(t *testing.T, other string) (store.Store, string, *holdingRT, fu
 		done <- err
 	}()
 	waitOn(t, h.held, "the slow upload's first part")
-	return s, bucket, h, release, done
+	return done
 }
 
 // TestAbortGoesAheadOfTheWindow: with a window of 1 held by a part of a
@@ -278,6 +295,39 @@ func TestPointerAndLeaseRequestsGoAheadOfTheWindow(t *testing.T) {
 	}
 	release()
 	require.NoError(t, <-bDone)
+}
+
+// TestPinRenewalGoesAheadOfTheWindow: a pin's renewal, which must land
+// within its TTL, goes out at once while the window is held by a part of a
+// slow upload.
+func TestPinRenewalGoesAheadOfTheWindow(t *testing.T) {
+	s, _, h, release := holdingStore(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := commit.New(s)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, "a", []byte("A")))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	pin, err := snap.Pin(ctx, time.Minute, "reader")
+	require.NoError(t, err)
+
+	done := slowUpload(t, s, h)
+	// Far longer than a renewal on loopback takes, far shorter than the
+	// held part, which waits for release.
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	require.NoError(t, pin.Renew(rctx), "the pin's renewal")
+	select {
+	case err := <-done:
+		t.Fatalf("the slow upload ended (%v) while its part was held", err)
+	default:
+	}
+	release()
+	require.NoError(t, <-done)
 }
 
 // TestTransfersPinTheWindow: a driver opened with Transfers 2 keeps at
