@@ -140,9 +140,10 @@ func New(opts Options) (*Store, error) {
 		doer = &http.Client{Transport: tr}
 	}
 	clientOpts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: inflight.Client(httptimeout.Client(doer, opts.Timeouts), inflight.For(opts.Transfers)),
-		// Three attempts in all, as the S3 drivers make.
-		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second},
+		Transport:        inflight.Client(httptimeout.Client(doer, opts.Timeouts), inflight.For(opts.Transfers)),
+		Retry:            retryOptions(),
+		PerCallPolicies:  []policy.Policy{operationAttempts{}},
+		PerRetryPolicies: []policy.Policy{attemptCounter{}},
 		// No telemetry beyond the SDK's User-Agent.
 		Telemetry: policy.TelemetryOptions{ApplicationID: "commitptr"},
 	}}
