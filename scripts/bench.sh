@@ -28,9 +28,12 @@
 #       baseline commit (DURABLE_BASE, default main), paired, REPS runs.
 #   (large) `publish put`/`get` of 4 files of LARGE_MIB MiB (default 1024)
 #       against rclone: wall, user and system CPU, paired, REPS runs.
+#   (memory) `publish put` of MEM_FILES small files (default 100000, in
+#       1,000 directories) against rclone: peak RSS and wall, alternating,
+#       REPS runs.
 # rclone is built from source into .cache/bin; the library never depends on it.
-# Usage: scripts/bench.sh [a] [b] [c] [plot] [gc] [wan] [transfers] [durable] [large]
-#        (default: all but gc, wan, transfers, durable and large)
+# Usage: scripts/bench.sh [a] [b] [c] [plot] [gc] [wan] [transfers] [durable] [large] [memory]
+#        (default: all but gc, wan, transfers, durable, large and memory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -394,4 +397,30 @@ if want large; then
 		printf '(large) %s: wall publish %.2fs rclone %.2fs ratio %.2f | cpu publish %.2fs rclone %.2fs ratio %.2f | sys publish %.2fs rclone %.2fs (median of %d)\n' \
 			"$op" "$pw" "$rw" "$(ratio "$pw" "$rw")" "$pc" "$rc" "$(ratio "$pc" "$rc")" "$ps" "$rs" "$REPS"
 	done
+fi
+
+if want memory; then
+	n=${MEM_FILES:-100000}
+	echo "== (memory) put of $n small files (1,000 directories) against rclone: peak RSS (MB), wall (s)"
+	server
+	for d in $(seq 0 999); do
+		mkdir -p "$work/many/d$d"
+		for f in $(seq 0 $((n / 1000 - 1))); do echo "file $d $f" > "$work/many/d$d/f$f"; done
+	done
+	: > "$work/mem-p"; : > "$work/mem-r"
+	rss() { local f=$1; shift; /usr/bin/time -f "%M %e" -a -o "$f" "$@" >/dev/null; }
+	for r in $(seq "$REPS"); do
+		if [ $((r % 2)) = 1 ]; then
+			rss "$work/mem-p" "$bin/publish" "${ep[@]}" put "$work/many" "s3://bench/p-$r"
+			rss "$work/mem-r" "$bin/rclone" copy --transfers 16 --checkers 16 "$work/many" "vgw:bench/r-$r"
+		else
+			rss "$work/mem-r" "$bin/rclone" copy --transfers 16 --checkers 16 "$work/many" "vgw:bench/r-$r"
+			rss "$work/mem-p" "$bin/publish" "${ep[@]}" put "$work/many" "s3://bench/p-$r"
+		fi
+		rm -rf "$work/root/bench/p-$r" "$work/root/bench/r-$r"
+	done
+	pm=$(awk '{print $1 / 1024}' < "$work/mem-p" | median); rm_=$(awk '{print $1 / 1024}' < "$work/mem-r" | median)
+	pw=$(cut -d' ' -f2 < "$work/mem-p" | median); rw=$(cut -d' ' -f2 < "$work/mem-r" | median)
+	printf '(memory) %d files: peak RSS publish %.0f MB rclone %.0f MB ratio %.2f | wall publish %.1fs rclone %.1fs (median of %d)\n' \
+		"$n" "$pm" "$rm_" "$(ratio "$pm" "$rm_")" "$pw" "$rw" "$REPS"
 fi
