@@ -60,6 +60,6 @@
 // concurrent conditional writes, so the driver never returns
 // store.ErrConflict. A service that cannot be reached gives an error naming
 // the endpoint. Requests are tried three times in all (the SDK's retry
-// policy, on network errors, 408, 429 and 5xx). Errors never contain
-// credentials.
+// policy, on network errors, 408 and 5xx), and ten times when the service
+// throttles them (429, 503 ServerBusy). Errors never contain credentials.
 package azblob

@@ -35,7 +35,8 @@
 // sends one DELETE per key, 16 at a time: the JSON API deletes one object
 // per request (store.Count still counts one request per
 // store.MaxDeleteBatch keys, as for S3). A request that fails with a
-// retryable error is sent at most 3 times in all.
+// retryable error is sent at most 3 times in all, and one the service
+// throttles (429, 503) at most 10 times.
 //
 // # Clocks
 //
