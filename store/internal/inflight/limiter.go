@@ -3,13 +3,15 @@ package inflight
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/commitptr/commitptr/store"
 )
 
 // Adaptive is the Params of an adaptive Limiter: 16 requests at first, as
-// many as 256, shrinking to 0.7 of itself on a throttle (CUBIC's factor).
-var Adaptive = Params{Initial: 16, Min: 1, Max: store.MaxTransfers, Shrink: 0.7}
+// many as 256, shrinking to 0.7 of itself on a throttle (CUBIC's factor),
+// holding while answers take more than twice the fastest, plus 2 ms.
+var Adaptive = Params{Initial: 16, Min: 1, Max: store.MaxTransfers, Shrink: 0.7, Tolerance: 2, Slack: 2 * time.Millisecond}
 
 // Limiter lets requests through while fewer than its window's limit are in
 // flight, and queues the others in the order they came. It is safe for
@@ -120,15 +122,15 @@ func (l *Limiter) wake() {
 	}
 }
 
-// Done ends the request with what its outcome says. Only its first call
-// counts.
-func (s *Slot) Done(sig Signal) {
+// Done ends the request with what its outcome says, and how long its
+// answer took (0: not known). Only its first call counts.
+func (s *Slot) Done(sig Signal, latency time.Duration) {
 	s.once.Do(func() {
 		l := s.l
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.inFlight--
-		l.w = l.w.Next(sig, s.sent, l.p)
+		l.w = l.w.Next(sig, s.sent, latency, l.p)
 		l.wake()
 	})
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
 
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/internal/httptimeout"
@@ -48,9 +51,43 @@ func send(req *http.Request, l *Limiter, next func(*http.Request) (*http.Respons
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := next(req)
-	s.Done(Classify(req, resp, err))
+	var t timing
+	resp, err := next(t.trace(req))
+	s.Done(Classify(req, resp, err), t.latency())
 	return resp, err
+}
+
+// timing measures a request's latency: from its last byte written to the
+// first byte of its answer, the service's time and one round trip, without
+// the time to connect or to send a body.
+type timing struct {
+	mu          sync.Mutex
+	wrote, read time.Time
+}
+
+// trace returns req with hooks that record the two times.
+func (t *timing) trace(req *http.Request) *http.Request {
+	mark := func(at *time.Time) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		*at = time.Now()
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { mark(&t.wrote) },
+		GotFirstResponseByte: func() { mark(&t.read) },
+	}))
+}
+
+// latency returns the latency measured, or 0 if a time is missing (a
+// transport that calls no hooks) or the answer began before the request
+// ended (100 Continue).
+func (t *timing) latency() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.wrote.IsZero() || t.read.IsZero() || t.read.Before(t.wrote) {
+		return 0
+	}
+	return t.read.Sub(t.wrote)
 }
 
 // Urgent reports whether req goes out at once, outside the window: a

@@ -200,7 +200,7 @@ func TestUrgentRequestsSkipTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Done(Unknown)
+	defer held.Done(Unknown, 0)
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){
 		"Client": Client(srv.Client(), l).Do, "RoundTripper": RoundTripper(srv.Client().Transport, l).RoundTrip,
 	} {
@@ -237,7 +237,7 @@ func TestRequestNeverSentHasItsBodyClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer held.Done(Unknown)
+			defer held.Done(Unknown, 0)
 			do := wrap.do(l)
 			ctx, cancel := context.WithCancel(context.Background())
 			body := &closeRecorder{Reader: strings.NewReader("x")}
@@ -268,3 +268,74 @@ type closeRecorder struct {
 }
 
 func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
+
+// TestLatencyIsTheServicesTime: the latency that reaches the window runs
+// from the request's last byte to its answer's first: it covers the time
+// the service held the answer, and not the time the client spent sending
+// a body the service read slowly.
+func TestLatencyIsTheServicesTime(t *testing.T) {
+	for _, wrap := range []struct {
+		name string
+		do   func(srv *httptest.Server, l *Limiter) httptimeout.Doer
+	}{
+		{"Client", func(srv *httptest.Server, l *Limiter) httptimeout.Doer { return Client(srv.Client(), l) }},
+		{"RoundTripper", func(srv *httptest.Server, l *Limiter) httptimeout.Doer {
+			return &http.Client{Transport: RoundTripper(srv.Client().Transport, l)}
+		}},
+	} {
+		t.Run(wrap.name, func(t *testing.T) {
+			var held atomic.Int64 // how long the service held its answer
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body) //nolint:errcheck // the body's time is the client's
+				start := time.Now()
+				time.Sleep(20 * time.Millisecond) // the bound checked is what was measured
+				held.Store(int64(time.Since(start)))
+			}))
+			defer srv.Close()
+			l := New(Adaptive)
+			// A body sent slowly: it must not count.
+			body := &slowBody{r: strings.NewReader(strings.Repeat("x", 64<<10)), each: time.Millisecond}
+			req, err := http.NewRequest(http.MethodPut, srv.URL+"/k", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			resp, err := wrap.do(srv, l).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			total := time.Since(start)
+			l.mu.Lock()
+			fastest := l.w.Fastest
+			l.mu.Unlock()
+			if h := time.Duration(held.Load()); fastest < h {
+				t.Fatalf("latency %v, shorter than the %v the service held its answer", fastest, h)
+			}
+			if sending := time.Duration(body.took.Load()); fastest > total-sending {
+				t.Fatalf("latency %v includes the body, which took %v of the request's %v", fastest, sending, total)
+			}
+		})
+	}
+}
+
+// slowBody reads r in pieces of 4 KiB, each after a pause of each, and
+// records how long reading it took.
+type slowBody struct {
+	r     io.Reader
+	each  time.Duration
+	start time.Time
+	took  atomic.Int64
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.start.IsZero() {
+		b.start = time.Now()
+	}
+	time.Sleep(b.each)
+	n, err := b.r.Read(p[:min(len(p), 4<<10)])
+	if err == io.EOF {
+		b.took.Store(int64(time.Since(b.start)))
+	}
+	return n, err
+}

@@ -1,16 +1,19 @@
 // Package inflight owns how many requests a network driver keeps in flight
 // to its endpoint. A Limiter holds the requests, data and manifests of
 // every caller alike, to one window, which grows while the service answers
-// and shrinks when it throttles (503, 429) or fails to answer in time:
-// additive increase and multiplicative decrease, as TCP Reno's congestion
-// window. A pinned Limiter (rclone's --transfers) keeps its window where it
-// is set. Urgent requests (a pointer's, a lease's, a multipart upload's
+// as fast as it can, holds when its answers slow down, and shrinks when it
+// throttles (503, 429) or fails to answer in time: additive increase and
+// multiplicative decrease, as TCP Reno's congestion window, held at the
+// knee as TCP Vegas holds it. A pinned Limiter (rclone's --transfers)
+// keeps its window where it is set. Urgent requests (a pointer's, a lease's, a multipart upload's
 // start, completion and abort) go out at once, outside the window.
 //
 // The rule is the pure function Window.Next; Limiter is the shell that
 // queues requests, first come first served, and feeds it what each
 // request's answer said.
 package inflight
+
+import "time"
 
 // Signal is what one request's outcome says about the service's load.
 type Signal int
@@ -33,6 +36,12 @@ type Params struct {
 	Min     int     // it never shrinks below Min (at least 1)
 	Max     int     // it never grows above Max
 	Shrink  float64 // a throttle multiplies it by Shrink, in (0, 1)
+	// Tolerance, when positive, holds the window while the service's
+	// answers slow down: an answer whose latency is more than Tolerance
+	// times the fastest seen, plus Slack, grows nothing. Requests beyond
+	// what the service works on at once only wait in its queue.
+	Tolerance float64
+	Slack     time.Duration
 }
 
 // Window is the state of the rule.
@@ -47,6 +56,8 @@ type Window struct {
 	// was sent, so a burst of throttles from requests sent before a shrink
 	// shrinks the window once, not once per request.
 	Epoch uint64
+	// Fastest is the lowest latency of an answer, 0 before the first.
+	Fastest time.Duration
 }
 
 // Start is the window before any request.
@@ -63,18 +74,23 @@ type Sent struct {
 	InFlight int    // requests in flight with it, itself included
 }
 
-// Next is the window after the outcome s of the request r:
-//   - Answered grows it, but only if the window was in use: with
-//     InFlight at least half the limit. Otherwise the caller, not the
-//     window, held the requests back, and the answer proves nothing about
-//     a larger window.
+// Next is the window after the outcome s of the request r, whose answer
+// came latency after the request was sent (0: not known):
+//   - Answered lowers Fastest to latency, and grows the window, but only
+//     if the window was in use (InFlight at least half the limit:
+//     otherwise the caller, not the window, held the requests back, and
+//     the answer proves nothing about a larger window) and the answer was
+//     not slow (see Params.Tolerance).
 //   - Throttled shrinks it by Shrink, to no less than Min, and ends the
 //     slow start, unless the window has shrunk since r was sent.
 //   - Unknown leaves it as it is.
-func (w Window) Next(s Signal, r Sent, p Params) Window {
+func (w Window) Next(s Signal, r Sent, latency time.Duration, p Params) Window {
 	switch s {
 	case Answered:
-		if 2*r.InFlight < w.Limit() {
+		if latency > 0 && (w.Fastest == 0 || latency < w.Fastest) {
+			w.Fastest = latency
+		}
+		if 2*r.InFlight < w.Limit() || w.slow(latency, p) {
 			return w
 		}
 		if w.Size < w.Threshold {
@@ -92,4 +108,10 @@ func (w Window) Next(s Signal, r Sent, p Params) Window {
 		w.Epoch++
 	}
 	return w
+}
+
+// slow reports whether an answer after latency says the service's queue
+// is growing: more than Tolerance times the fastest answer, plus Slack.
+func (w Window) slow(latency time.Duration, p Params) bool {
+	return p.Tolerance > 0 && latency > time.Duration(p.Tolerance*float64(w.Fastest))+p.Slack
 }

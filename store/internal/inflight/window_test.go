@@ -3,41 +3,52 @@ package inflight
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // randomParams draws Params that New would accept as they are.
 func randomParams(r *rand.Rand) Params {
 	lo := 1 + r.IntN(8)
 	hi := lo + r.IntN(300)
-	return Params{Initial: lo + r.IntN(hi-lo+1), Min: lo, Max: hi, Shrink: 0.1 + 0.85*r.Float64()}
+	p := Params{Initial: lo + r.IntN(hi-lo+1), Min: lo, Max: hi, Shrink: 0.1 + 0.85*r.Float64()}
+	if r.IntN(3) > 0 {
+		p.Tolerance = 1 + 3*r.Float64()
+		p.Slack = time.Duration(r.IntN(5)) * time.Millisecond
+	}
+	return p
 }
 
-// randomStep draws a signal and a request sent in the window w or in an
-// earlier epoch.
-func randomStep(r *rand.Rand, w Window) (Signal, Sent) {
+// randomStep draws a signal, a request sent in the window w or in an
+// earlier epoch, and its latency (0, unknown, one time in four).
+func randomStep(r *rand.Rand, w Window) (Signal, Sent, time.Duration) {
 	s := Signal(r.IntN(3))
 	sent := Sent{Epoch: w.Epoch, InFlight: 1 + r.IntN(w.Limit()+1)}
 	if w.Epoch > 0 && r.IntN(3) == 0 {
 		sent.Epoch = uint64(r.IntN(int(w.Epoch)))
 	}
-	return s, sent
+	var latency time.Duration
+	if r.IntN(4) > 0 {
+		latency = time.Duration(1 + r.IntN(100_000_000))
+	}
+	return s, sent, latency
 }
 
 // TestWindowRules checks every rule of Next over random walks: the window
 // stays within its bounds; answers never shrink it and grow it by at most
 // 1 (in slow start) or 1/Size (after a throttle), and only when the window
-// was in use; throttles never grow it and shrink it once per epoch;
-// unknown outcomes change nothing.
+// was in use and the answer was not slow; the fastest latency is the
+// lowest an answer had; throttles never grow it and shrink it once per
+// epoch; unknown outcomes change nothing.
 func TestWindowRules(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for walk := range 2000 {
 		p := randomParams(r)
 		w := Start(p)
 		for step := range 200 {
-			s, sent := randomStep(r, w)
-			n := w.Next(s, sent, p)
+			s, sent, latency := randomStep(r, w)
+			n := w.Next(s, sent, latency, p)
 			fail := func(why string) {
-				t.Fatalf("walk %d step %d, %+v: %v of %+v in %+v gives %+v: %s", walk, step, p, s, sent, w, n, why)
+				t.Fatalf("walk %d step %d, %+v: %v of %+v after %v in %+v gives %+v: %s", walk, step, p, s, sent, latency, w, n, why)
 			}
 			if n.Size < float64(p.Min) || n.Size > float64(p.Max) {
 				fail("out of bounds")
@@ -49,20 +60,31 @@ func TestWindowRules(t *testing.T) {
 				}
 			case Answered:
 				used := 2*sent.InFlight >= w.Limit()
+				fastest := w.Fastest
+				if latency > 0 && (fastest == 0 || latency < fastest) {
+					fastest = latency
+				}
+				slow := p.Tolerance > 0 && float64(latency) > p.Tolerance*float64(fastest)+float64(p.Slack)
 				switch {
+				case n.Fastest != fastest:
+					fail("the fastest latency is not the lowest an answer had")
 				case n.Epoch != w.Epoch || n.Threshold != w.Threshold:
 					fail("an answer changed the epoch or the threshold")
-				case !used && n != w:
-					fail("an answer from a window not in use changed it")
+				case !used && n.Size != w.Size:
+					fail("an answer from a window not in use changed its size")
+				case slow && n.Size != w.Size:
+					fail("a slow answer changed the size")
 				case n.Size < w.Size:
 					fail("an answer shrank the window")
-				case w.Size < w.Threshold && used && n.Size != min(w.Size+1, float64(p.Max)):
+				case w.Size < w.Threshold && used && !slow && n.Size != min(w.Size+1, float64(p.Max)):
 					fail("slow start grows by one per answer")
 				case w.Size >= w.Threshold && n.Size > w.Size+1/w.Size+1e-9:
 					fail("after a throttle an answer grows by at most 1/Size")
 				}
 			case Throttled:
 				switch {
+				case n.Fastest != w.Fastest:
+					fail("a throttle changed the fastest latency")
 				case n.Size > w.Size:
 					fail("a throttle grew the window")
 				case sent.Epoch != w.Epoch && n != w:
@@ -87,7 +109,7 @@ func TestBurstOfThrottlesShrinksOnce(t *testing.T) {
 	w := Start(p)
 	sent := Sent{Epoch: w.Epoch, InFlight: w.Limit()}
 	for range w.Limit() {
-		w = w.Next(Throttled, sent, p)
+		w = w.Next(Throttled, sent, 0, p)
 	}
 	if want := float64(p.Initial) * p.Shrink; w.Size != want || w.Epoch != 1 {
 		t.Fatalf("after a burst of %d throttles: %+v, want size %v in epoch 1", p.Initial, w, want)
@@ -102,7 +124,7 @@ func TestSlowStartDoublesPerRoundTrip(t *testing.T) {
 	for trip := 1; w.Limit() < p.Max; trip++ {
 		before := w.Limit()
 		for range before {
-			w = w.Next(Answered, Sent{Epoch: w.Epoch, InFlight: before}, p)
+			w = w.Next(Answered, Sent{Epoch: w.Epoch, InFlight: before}, 0, p)
 		}
 		if want := min(2*before, p.Max); w.Limit() != want {
 			t.Fatalf("round trip %d: limit %d, want %d", trip, w.Limit(), want)
@@ -115,15 +137,47 @@ func TestSlowStartDoublesPerRoundTrip(t *testing.T) {
 func TestAfterThrottleGrowsOnePerRoundTrip(t *testing.T) {
 	p := Adaptive
 	w := Start(p)
-	w = w.Next(Throttled, Sent{Epoch: 0, InFlight: 16}, p)
+	w = w.Next(Throttled, Sent{Epoch: 0, InFlight: 16}, 0, p)
 	for trip := range 20 {
 		before := w.Size
 		n := w.Limit()
 		for range n {
-			w = w.Next(Answered, Sent{Epoch: w.Epoch, InFlight: n}, p)
+			w = w.Next(Answered, Sent{Epoch: w.Epoch, InFlight: n}, 0, p)
 		}
 		if grown := w.Size - before; grown < 0.9 || grown > 1.1 {
 			t.Fatalf("round trip %d: the window grew by %.3f from %.3f, want about 1", trip, grown, before)
 		}
+	}
+}
+
+// TestWindowHoldsWhileAnswersSlowDown: in slow start at 20 ms a full
+// window of answers doubles it; answers at 50 ms (more than twice the
+// fastest, plus the slack) hold it, a throttle still shrinks it, and
+// answers as fast as before grow it again.
+func TestWindowHoldsWhileAnswersSlowDown(t *testing.T) {
+	p := Adaptive
+	w := Start(p)
+	trip := func(latency time.Duration) {
+		n := w.Limit()
+		for range n {
+			w = w.Next(Answered, Sent{Epoch: w.Epoch, InFlight: n}, latency, p)
+		}
+	}
+	trip(20 * time.Millisecond)
+	if w.Limit() != 2*p.Initial || w.Fastest != 20*time.Millisecond {
+		t.Fatalf("after a round trip at 20 ms: %+v, want limit %d and fastest 20ms", w, 2*p.Initial)
+	}
+	held := w
+	trip(50 * time.Millisecond)
+	if w != held {
+		t.Fatalf("answers at 50 ms changed the window: %+v, was %+v", w, held)
+	}
+	trip(42 * time.Millisecond) // twice the fastest, plus 2 ms: not yet slow
+	if w.Limit() != 4*p.Initial {
+		t.Fatalf("answers at 42 ms: limit %d, want %d", w.Limit(), 4*p.Initial)
+	}
+	w = w.Next(Throttled, Sent{Epoch: w.Epoch, InFlight: w.Limit()}, 0, p)
+	if want := float64(4*p.Initial) * p.Shrink; w.Size != want {
+		t.Fatalf("a throttle while slow: size %v, want %v", w.Size, want)
 	}
 }
