@@ -78,13 +78,13 @@ func (t *timing) trace(req *http.Request) *http.Request {
 	}))
 }
 
-// latency returns the latency measured, or 0 if a time is missing (a
-// transport that calls no hooks) or the answer began before the request
-// ended (100 Continue).
+// latency returns the latency measured: 0 if a time is missing (a
+// transport that calls no hooks), less than 0 if the answer began before
+// the request ended (100 Continue); the window takes both as not known.
 func (t *timing) latency() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.wrote.IsZero() || t.read.IsZero() || t.read.Before(t.wrote) {
+	if t.wrote.IsZero() || t.read.IsZero() {
 		return 0
 	}
 	return t.read.Sub(t.wrote)

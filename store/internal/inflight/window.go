@@ -75,7 +75,7 @@ type Sent struct {
 }
 
 // Next is the window after the outcome s of the request r, whose answer
-// came latency after the request was sent (0: not known):
+// came latency after the request was sent (0 or less: not known):
 //   - Answered lowers Fastest to latency, and grows the window, but only
 //     if the window was in use (InFlight at least half the limit:
 //     otherwise the caller, not the window, held the requests back, and
