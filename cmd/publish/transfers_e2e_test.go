@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/internal/wanproxy"
+	"github.com/commitptr/commitptr/store"
 )
 
 // s3Away returns a fresh bucket of the S3 test server and a proxy that puts
@@ -136,6 +143,48 @@ func TestFewCompressedFilesDownloadAtOnce(t *testing.T) {
 			if !c.heavy && m <= 2 {
 				t.Errorf("%s, %s: %d requests in flight at most, want more: the bound is for large compressed files only", c.name, op[0], m)
 			}
+		}
+	}
+}
+
+// TestHeavyPlacesComeBackWhenTransfersFail: with more corrupt zstd files
+// than places for heavy transfers, get and sync fail and verify reports
+// every file; none waits for a place a failed transfer kept.
+func TestHeavyPlacesComeBackWhenTransfersFail(t *testing.T) {
+	small, n := smallDecoded, heavyAtOnce
+	defer func() { smallDecoded, heavyAtOnce = small, n }()
+	smallDecoded, heavyAtOnce = 1, 2
+	files := map[string]string{}
+	for i := range 10 {
+		files[fmt.Sprintf("f%02d", i)] = fmt.Sprint("content of ", i)
+	}
+	url := "file://" + filepath.Join(t.TempDir(), "store")
+	ok(t, "put", "--compress", "zstd", writeTree(t, files), url)
+	ctx := context.Background()
+	s, err := store.Open(ctx, url, store.Config{})
+	require.NoError(t, err)
+	snap, err := commit.New(s).Open(ctx)
+	require.NoError(t, err)
+	enc, err := zstd.NewWriter(nil)
+	require.NoError(t, err)
+	for p, c := range files {
+		e, found := snap.Manifest.Find(p)
+		require.True(t, found, p)
+		wrong := enc.EncodeAll([]byte(strings.ToUpper(c)), nil) // as long, other bytes
+		_, err := s.Put(ctx, e.Key, bytes.NewReader(wrong), store.PutOptions{})
+		require.NoError(t, err)
+	}
+	for _, args := range [][]string{{"verify", url}, {"get", url, filepath.Join(t.TempDir(), "out")}, {"sync", url, t.TempDir()}} {
+		done := make(chan int, 1)
+		go func() {
+			code, _, _ := cli(t, "", append([]string{"--concurrency", "8"}, args...)...)
+			done <- code
+		}()
+		select {
+		case code := <-done:
+			assert.NotEqual(t, 0, code, "%s of corrupt files", args[0])
+		case <-time.After(time.Minute): // a run takes well under a second
+			t.Fatalf("%s still runs after a minute: a failed transfer kept its place", args[0])
 		}
 	}
 }

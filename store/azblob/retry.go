@@ -51,8 +51,10 @@ func (operationAttempts) Do(req *policy.Request) (*http.Response, error) {
 	return req.WithContext(ctx).Next()
 }
 
-// attemptCounter is a per-retry policy: it counts each attempt, and marks
-// an error without a response with the attempt's number, for shouldRetry.
+// attemptCounter is a per-retry policy: it counts each attempt, marks an
+// error without a response with the attempt's number, and makes sure a
+// response names its request, whose context holds the count, for
+// shouldRetry.
 type attemptCounter struct{}
 
 func (attemptCounter) Do(req *policy.Request) (*http.Response, error) {
@@ -63,6 +65,9 @@ func (attemptCounter) Do(req *policy.Request) (*http.Response, error) {
 	resp, err := req.Next()
 	if err != nil {
 		return resp, &attemptError{sent: sent, err: err}
+	}
+	if resp.Request == nil {
+		resp.Request = req.Raw()
 	}
 	return resp, nil
 }
@@ -85,11 +90,9 @@ func shouldRetry(resp *http.Response, err error) bool {
 		var ae *attemptError
 		return errors.As(err, &ae) && ae.sent < maxAttempts
 	}
-	sent := int32(maxAttempts) // without a count, a failure's attempts are up
-	if resp.Request != nil {
-		if n, ok := resp.Request.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
-			sent = n.Load()
-		}
+	var sent int32
+	if n, ok := resp.Request.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
+		sent = n.Load()
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:

@@ -3,11 +3,13 @@ package azblob_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,8 +26,9 @@ import (
 // cannedRT answers every request with status, or with a refused
 // connection when status is 0, and counts them.
 type cannedRT struct {
-	status int
-	n      atomic.Int64
+	status    int
+	noRequest bool // leave the response's Request unset
+	n         atomic.Int64
 }
 
 func (c *cannedRT) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -42,17 +45,23 @@ func (c *cannedRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		code = "InternalError"
 	}
 	body := fmt.Sprintf(`<?xml version="1.0" encoding="utf-8"?><Error><Code>%s</Code><Message>canned answer</Message></Error>`, code)
-	return &http.Response{
+	resp := &http.Response{
 		StatusCode: c.status, Status: http.StatusText(c.status), Request: r,
 		Header: http.Header{"Content-Type": {"application/xml"}, "X-Ms-Error-Code": {code}},
 		Body:   io.NopCloser(strings.NewReader(body)),
-	}, nil
+	}
+	if c.noRequest {
+		resp.Request = nil
+	}
+	return resp, nil
 }
 
 // TestThrottledRequestsGetMoreAttempts: a read, a write and a listing that
-// meet a 500 or a refused connection end after 3 attempts, and after 10 when they meet a 503
-// (ServerBusy) or a 429, the service's answers to a client that goes too
-// fast.
+// meet a 500 or a refused connection end after 3 attempts, and after 10
+// when they meet a 503 (ServerBusy) or a 429, the service's answers to a
+// client that goes too fast. Each operation counts its own attempts: three
+// in a row on one store, and eight at once, each get as many. A refused
+// connection is still reported as one, naming the endpoint.
 func TestThrottledRequestsGetMoreAttempts(t *testing.T) {
 	defer azblob.SetRetryDelays(time.Millisecond, 10*time.Millisecond)()
 	ops := map[string]func(context.Context, store.Store) error{
@@ -82,11 +91,44 @@ func TestThrottledRequestsGetMoreAttempts(t *testing.T) {
 			s, err := azblob.New(azblob.Options{Container: "c-1", ServiceURL: endpoint,
 				ConnectionString: testenv.AzuriteConnectionString(endpoint), HTTPClient: &http.Client{Transport: rt}})
 			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			err = op(ctx, s)
-			cancel()
-			require.Error(t, err, "%s answered %d", name, c.status)
-			assert.Equal(t, c.want, rt.n.Load(), "attempts of a %s answered %d: %v", name, c.status, err)
+			for range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err = op(ctx, s)
+				cancel()
+				require.Error(t, err, "%s answered %d", name, c.status)
+			}
+			assert.Equal(t, 3*c.want, rt.n.Load(), "attempts of 3 %ss in a row answered %d: %v", name, c.status, err)
+			if c.status == 0 {
+				assert.Contains(t, err.Error(), "cannot reach Azure Blob endpoint")
+				_, refused := errors.AsType[*net.OpError](err)
+				assert.True(t, refused, "the refused connection is not in the chain of %v", err)
+			}
+
+			rt.n.Store(0)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					op(ctx, s) //nolint:errcheck // the attempts are what counts
+				})
+			}
+			wg.Wait()
+			assert.Equal(t, 8*c.want, rt.n.Load(), "attempts of 8 %ss at once answered %d", name, c.status)
 		}
 	}
+}
+
+// TestAnswerWithoutItsRequestGetsItsAttempts: a transport that leaves a
+// response's Request unset still gets 3 attempts at a 500.
+func TestAnswerWithoutItsRequestGetsItsAttempts(t *testing.T) {
+	defer azblob.SetRetryDelays(time.Millisecond, 10*time.Millisecond)()
+	const endpoint = "http://127.0.0.1:1/" + testenv.AzuriteAccount
+	rt := &cannedRT{status: http.StatusInternalServerError, noRequest: true}
+	s, err := azblob.New(azblob.Options{Container: "c-1", ServiceURL: endpoint,
+		ConnectionString: testenv.AzuriteConnectionString(endpoint), HTTPClient: &http.Client{Transport: rt}})
+	require.NoError(t, err)
+	_, err = s.Head(context.Background(), "k")
+	require.Error(t, err)
+	assert.EqualValues(t, 3, rt.n.Load())
 }

@@ -9,3 +9,6 @@ func SetMaxBackoff(d time.Duration) (restore func()) {
 	maxBackoff = d
 	return func() { maxBackoff = old }
 }
+
+// RetryDecider is retryDecider, for the tests.
+var RetryDecider = retryDecider

@@ -198,18 +198,29 @@ func checkEncryption(e store.Encryption) error {
 // listing, never on the client: a handle's Retryer changes the retry
 // settings it shares with the client in place.
 func retries() []storage.RetryOption {
-	var n atomic.Int32
 	return []storage.RetryOption{
 		storage.WithPolicy(storage.RetryAlways),
 		storage.WithMaxAttempts(throttleAttempts),
 		storage.WithBackoff(gax.Backoff{Initial: min(time.Second, maxBackoff), Max: maxBackoff, Multiplier: 2}),
-		storage.WithErrorFunc(func(err error) bool {
-			sent := n.Add(1)
-			if throttled(err) {
-				return sent < throttleAttempts
-			}
-			return sent < maxAttempts && storage.ShouldRetry(err)
-		}),
+		storage.WithErrorFunc(retryDecider()),
+	}
+}
+
+// retryDecider returns the retry decision of one operation: whether a
+// request that failed with err is sent again. It counts the failures; the
+// client also asks it about requests that succeeded (each chunk of a
+// resumable upload), which count for nothing.
+func retryDecider() func(error) bool {
+	var failed atomic.Int32
+	return func(err error) bool {
+		if err == nil {
+			return false
+		}
+		sent := failed.Add(1)
+		if throttled(err) {
+			return sent < throttleAttempts
+		}
+		return sent < maxAttempts && storage.ShouldRetry(err)
 	}
 }
 
