@@ -122,15 +122,15 @@ func (l *Limiter) wake() {
 	}
 }
 
-// Done ends the request with what its outcome says, and how long its
-// answer took (0: not known). Only its first call counts.
-func (s *Slot) Done(sig Signal, latency time.Duration) {
+// Done ends the request with what its outcome says. Only its first call
+// counts.
+func (s *Slot) Done(o Outcome) {
 	s.once.Do(func() {
 		l := s.l
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.inFlight--
-		l.w = l.w.Next(sig, s.sent, latency, l.p)
+		l.w = l.w.Next(o, s.sent, l.p)
 		l.wake()
 	})
 }

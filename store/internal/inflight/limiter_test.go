@@ -48,7 +48,7 @@ func TestLimiterKeepsRequestsWithinTheWindow(t *testing.T) {
 					t.Errorf("%d in flight, above the most the window allows (%d; limit now %d)", n, l.p.Max, limit)
 				}
 				mu.Unlock()
-				s.Done(Signal(i%3), 0)
+				s.Done(Outcome{Signal: Signal(i % 3)})
 			})
 		}
 		wg.Wait()
@@ -84,10 +84,10 @@ func TestLimiterLetsTheFullWindowThroughAndNoMore(t *testing.T) {
 		t.Fatal("a fourth request went through a full window of 3")
 	default:
 	}
-	slots[1].Done(Answered, 0)
-	(<-got).Done(Answered, 0)
-	slots[0].Done(Answered, 0)
-	slots[2].Done(Answered, 0)
+	slots[1].Done(Outcome{Signal: Answered})
+	(<-got).Done(Outcome{Signal: Answered})
+	slots[0].Done(Outcome{Signal: Answered})
+	slots[2].Done(Outcome{Signal: Answered})
 	if n, q := l.state(); n != 0 || q != 0 {
 		t.Fatalf("%d in flight, %d waiting", n, q)
 	}
@@ -111,11 +111,11 @@ func TestLimiterServesWaitersInOrder(t *testing.T) {
 				return
 			}
 			order <- i
-			s.Done(Answered, 0)
+			s.Done(Outcome{Signal: Answered})
 		})
 		waitFor(t, "the waiter queues", func() bool { _, q := l.state(); return q == i+1 })
 	}
-	first.Done(Answered, 0)
+	first.Done(Outcome{Signal: Answered})
 	wg.Wait()
 	close(order)
 	want := 0
@@ -143,7 +143,7 @@ func TestCancelledWaiterGivesUpItsPlace(t *testing.T) {
 		go func() {
 			s, err := l.Acquire(ctx)
 			if err == nil {
-				s.Done(Answered, 0)
+				s.Done(Outcome{Signal: Answered})
 			}
 			first <- err
 		}()
@@ -166,12 +166,12 @@ func TestCancelledWaiterGivesUpItsPlace(t *testing.T) {
 			if err := <-first; !errors.Is(err, context.Canceled) {
 				t.Fatalf("a waiter that gave up: %v", err)
 			}
-			held.Done(Answered, 0)
+			held.Done(Outcome{Signal: Answered})
 		case 1:
 			cancel()
-			held.Done(Answered, 0)
+			held.Done(Outcome{Signal: Answered})
 		case 2:
-			held.Done(Answered, 0)
+			held.Done(Outcome{Signal: Answered})
 			cancel()
 		}
 		if trial%3 != 0 {
@@ -181,7 +181,7 @@ func TestCancelledWaiterGivesUpItsPlace(t *testing.T) {
 		}
 		select {
 		case s := <-second:
-			s.Done(Answered, 0)
+			s.Done(Outcome{Signal: Answered})
 		case <-time.After(time.Minute):
 			n, q := l.state()
 			t.Fatalf("trial %d: the next waiter never went through (%d in flight, %d waiting)", trial, n, q)
@@ -197,12 +197,12 @@ func TestDoneCountsOnce(t *testing.T) {
 	l := New(Params{Initial: 4, Min: 1, Max: 8, Shrink: 0.5})
 	a, _ := l.Acquire(context.Background())
 	b, _ := l.Acquire(context.Background())
-	a.Done(Throttled, 0)
-	a.Done(Throttled, 0)
+	a.Done(Outcome{Signal: Throttled})
+	a.Done(Outcome{Signal: Throttled})
 	if n, _ := l.state(); n != 1 || l.Limit() != 2 {
 		t.Fatalf("after a throttle reported twice: %d in flight, limit %d; want 1 and 2", n, l.Limit())
 	}
-	b.Done(Unknown, 0)
+	b.Done(Outcome{Signal: Unknown})
 }
 
 // TestPinnedLimiterIgnoresOutcomes: throttles and answers leave a pinned
@@ -211,7 +211,7 @@ func TestPinnedLimiterIgnoresOutcomes(t *testing.T) {
 	l := Pinned(5)
 	for i := range 100 {
 		s, _ := l.Acquire(context.Background())
-		s.Done(Signal(i%3), 0)
+		s.Done(Outcome{Signal: Signal(i % 3)})
 	}
 	if l.Limit() != 5 {
 		t.Fatalf("a pinned window of 5 is now %d", l.Limit())
@@ -270,10 +270,10 @@ func TestLimiterSettlesAtTheServiceRate(t *testing.T) {
 			now = p.ends
 			if p.refused {
 				throttled++
-				p.s.Done(Throttled, 0)
+				p.s.Done(Outcome{Signal: Throttled})
 			} else {
 				answered++
-				p.s.Done(Answered, 0)
+				p.s.Done(Outcome{Signal: Answered})
 			}
 		}
 		// A window near k grows by one per round trip and is throttled
@@ -314,6 +314,6 @@ func TestWindowKeepsAtLeastOneRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Done(sig, 0)
+		s.Done(Outcome{Signal: sig})
 	}
 }

@@ -53,7 +53,11 @@ func send(req *http.Request, l *Limiter, next func(*http.Request) (*http.Respons
 	}
 	var t timing
 	resp, err := next(t.trace(req))
-	s.Done(Classify(req, resp, err), t.latency())
+	kind := Write
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		kind = Read
+	}
+	s.Done(Outcome{Signal: Classify(req, resp, err), Kind: kind, Latency: t.latency()})
 	return resp, err
 }
 

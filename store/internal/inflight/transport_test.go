@@ -200,7 +200,7 @@ func TestUrgentRequestsSkipTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Done(Unknown, 0)
+	defer held.Done(Outcome{Signal: Unknown})
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){
 		"Client": Client(srv.Client(), l).Do, "RoundTripper": RoundTripper(srv.Client().Transport, l).RoundTrip,
 	} {
@@ -237,7 +237,7 @@ func TestRequestNeverSentHasItsBodyClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer held.Done(Unknown, 0)
+			defer held.Done(Outcome{Signal: Unknown})
 			do := wrap.do(l)
 			ctx, cancel := context.WithCancel(context.Background())
 			body := &closeRecorder{Reader: strings.NewReader("x")}
@@ -272,7 +272,7 @@ func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
 // TestLatencyIsTheServicesTime: the latency that reaches the window runs
 // from the request's last byte to its answer's first: it covers the time
 // the service held the answer, and not the time the client spent sending
-// a body the service read slowly.
+// a body the service read slowly. A PUT's is a write's.
 func TestLatencyIsTheServicesTime(t *testing.T) {
 	for _, wrap := range []struct {
 		name string
@@ -307,8 +307,11 @@ func TestLatencyIsTheServicesTime(t *testing.T) {
 			resp.Body.Close()
 			total := time.Since(start)
 			l.mu.Lock()
-			fastest := l.w.Fastest
+			fastest, read := l.w.Fastest[Write], l.w.Fastest[Read]
 			l.mu.Unlock()
+			if read != 0 {
+				t.Fatalf("a PUT set the fastest latency of reads, %v", read)
+			}
 			if h := time.Duration(held.Load()); fastest < h {
 				t.Fatalf("latency %v, shorter than the %v the service held its answer", fastest, h)
 			}

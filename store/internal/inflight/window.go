@@ -30,6 +30,26 @@ const (
 	Throttled
 )
 
+// Kind sorts requests by the work they ask of the service: reads (GET,
+// HEAD) and writes (the others) take their own times, so each kind has its
+// own fastest latency.
+type Kind int
+
+const (
+	Read Kind = iota
+	Write
+	kinds
+)
+
+// Outcome is what one request's end says to the window.
+type Outcome struct {
+	Signal Signal
+	Kind   Kind
+	// Latency runs from the request's last byte to its answer's first;
+	// 0 or less: not known.
+	Latency time.Duration
+}
+
 // Params bound a window.
 type Params struct {
 	Initial int     // the window before any answer
@@ -38,8 +58,8 @@ type Params struct {
 	Shrink  float64 // a throttle multiplies it by Shrink, in (0, 1)
 	// Tolerance, when positive, holds the window while the service's
 	// answers slow down: an answer whose latency is more than Tolerance
-	// times the fastest seen, plus Slack, grows nothing. Requests beyond
-	// what the service works on at once only wait in its queue.
+	// times the fastest of its kind, plus Slack, grows nothing. Requests
+	// beyond what the service works on at once only wait in its queue.
 	Tolerance float64
 	Slack     time.Duration
 }
@@ -56,8 +76,9 @@ type Window struct {
 	// was sent, so a burst of throttles from requests sent before a shrink
 	// shrinks the window once, not once per request.
 	Epoch uint64
-	// Fastest is the lowest latency of an answer, 0 before the first.
-	Fastest time.Duration
+	// Fastest is the lowest latency of an answer of each kind, 0 before
+	// the first.
+	Fastest [kinds]time.Duration
 }
 
 // Start is the window before any request.
@@ -74,23 +95,23 @@ type Sent struct {
 	InFlight int    // requests in flight with it, itself included
 }
 
-// Next is the window after the outcome s of the request r, whose answer
-// came latency after the request was sent (0 or less: not known):
-//   - Answered lowers Fastest to latency, and grows the window, but only
-//     if the window was in use (InFlight at least half the limit:
-//     otherwise the caller, not the window, held the requests back, and
-//     the answer proves nothing about a larger window) and the answer was
-//     not slow (see Params.Tolerance).
+// Next is the window after the outcome o of the request r:
+//   - Answered lowers the fastest latency of its kind to its own, and
+//     grows the window, but only if the window was in use (InFlight at
+//     least half the limit: otherwise the caller, not the window, held the
+//     requests back, and the answer proves nothing about a larger window)
+//     and the answer was not slow (see Params.Tolerance).
 //   - Throttled shrinks it by Shrink, to no less than Min, and ends the
 //     slow start, unless the window has shrunk since r was sent.
 //   - Unknown leaves it as it is.
-func (w Window) Next(s Signal, r Sent, latency time.Duration, p Params) Window {
-	switch s {
+func (w Window) Next(o Outcome, r Sent, p Params) Window {
+	switch o.Signal {
 	case Answered:
-		if latency > 0 && (w.Fastest == 0 || latency < w.Fastest) {
-			w.Fastest = latency
+		fastest := &w.Fastest[o.Kind]
+		if o.Latency > 0 && (*fastest == 0 || o.Latency < *fastest) {
+			*fastest = o.Latency
 		}
-		if 2*r.InFlight < w.Limit() || w.slow(latency, p) {
+		if 2*r.InFlight < w.Limit() || slow(o.Latency, *fastest, p) {
 			return w
 		}
 		if w.Size < w.Threshold {
@@ -111,7 +132,8 @@ func (w Window) Next(s Signal, r Sent, latency time.Duration, p Params) Window {
 }
 
 // slow reports whether an answer after latency says the service's queue
-// is growing: more than Tolerance times the fastest answer, plus Slack.
-func (w Window) slow(latency time.Duration, p Params) bool {
-	return p.Tolerance > 0 && latency > time.Duration(p.Tolerance*float64(w.Fastest))+p.Slack
+// is growing: more than Tolerance times the fastest of its kind, plus
+// Slack.
+func slow(latency, fastest time.Duration, p Params) bool {
+	return p.Tolerance > 0 && latency > time.Duration(p.Tolerance*float64(fastest))+p.Slack
 }
