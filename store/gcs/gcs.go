@@ -189,10 +189,10 @@ func checkEncryption(e store.Encryption) error {
 // retries is the retry policy of every request: any request may be
 // retried, also an unconditional write or delete, as the S3 drivers do
 // (the outcome is the same either way), with as many attempts as the S3
-// drivers make, so that an endpoint that times out fails an operation
-// after about 3 times the limit. The client's uploads ignore the number
-// of attempts (they retry until a deadline), so the last option counts
-// them too.
+// drivers make (3, and 10 for a throttled request), so that an endpoint
+// that times out fails an operation after about 3 times the limit. The
+// client's uploads ignore the number of attempts (they retry until a
+// deadline), so retryDecider counts them too.
 //
 // The options go on each object handle, and on the bucket handle of each
 // listing, never on the client: a handle's Retryer changes the retry
