@@ -5,8 +5,9 @@
 // throttles (503, 429) or fails to answer in time: additive increase and
 // multiplicative decrease, as TCP Reno's congestion window, held at the
 // knee as TCP Vegas holds it. A pinned Limiter (rclone's --transfers)
-// keeps its window where it is set. Urgent requests (a pointer's, a lease's, a multipart upload's
-// start, completion and abort) go out at once, outside the window.
+// keeps its window where it is set. Urgent requests (a pointer's, a
+// lease's, a pin's renewal, a multipart upload's start, completion and
+// abort) go out at once, outside the window.
 //
 // The rule is the pure function Window.Next; Limiter is the shell that
 // queues requests, first come first served, and feeds it what each
