@@ -95,11 +95,11 @@ func (t *timing) latency() time.Duration {
 }
 
 // Urgent reports whether req goes out at once, outside the window: a
-// request made with store.Urgent (a pointer's or a lease's), or one that
-// starts, completes or aborts a multipart upload (S3's ?uploads and
-// ?uploadId without a part number, Azure's block list): few, small, and
-// bound by time, as an abort must land before its upload can be
-// forgotten.
+// request made with store.Urgent (a pointer's, a lease's, a pin's
+// renewal), or one that starts, completes or aborts a multipart upload
+// (S3's ?uploads and ?uploadId without a part number, Azure's block
+// list): few, small, and bound by time, as an abort must land before its
+// upload can be forgotten.
 func Urgent(req *http.Request) bool {
 	if store.IsUrgent(req.Context()) {
 		return true
