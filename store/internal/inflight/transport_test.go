@@ -53,17 +53,21 @@ func TestClassify(t *testing.T) {
 
 // TestClientHoldsRequestsToTheWindow: through a pinned window of 1, a
 // second request is not sent until the first one's response header
+// wrappers are the two ways to put a Limiter in front of a test server:
+// Client around its client, RoundTripper around its transport.
+var wrappers = []struct {
+	name string
+	do   func(srv *httptest.Server, l *Limiter) httptimeout.Doer
+}{
+	{"Client", func(srv *httptest.Server, l *Limiter) httptimeout.Doer { return Client(srv.Client(), l) }},
+	{"RoundTripper", func(srv *httptest.Server, l *Limiter) httptimeout.Doer {
+		return &http.Client{Transport: RoundTripper(srv.Client().Transport, l)}
+	}},
+}
+
 // arrives, and the first one's body is read outside the window.
 func TestClientHoldsRequestsToTheWindow(t *testing.T) {
-	for _, wrap := range []struct {
-		name string
-		do   func(srv *httptest.Server, l *Limiter) httptimeout.Doer
-	}{
-		{"Client", func(srv *httptest.Server, l *Limiter) httptimeout.Doer { return Client(srv.Client(), l) }},
-		{"RoundTripper", func(srv *httptest.Server, l *Limiter) httptimeout.Doer {
-			return &http.Client{Transport: RoundTripper(srv.Client().Transport, l)}
-		}},
-	} {
+	for _, wrap := range wrappers {
 		t.Run(wrap.name, func(t *testing.T) {
 			release := make(chan struct{})
 			arrived := make(chan string, 2)
@@ -274,15 +278,7 @@ func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
 // the service held the answer, and not the time the client spent sending
 // a body the service read slowly. A PUT's is a write's.
 func TestLatencyIsTheServicesTime(t *testing.T) {
-	for _, wrap := range []struct {
-		name string
-		do   func(srv *httptest.Server, l *Limiter) httptimeout.Doer
-	}{
-		{"Client", func(srv *httptest.Server, l *Limiter) httptimeout.Doer { return Client(srv.Client(), l) }},
-		{"RoundTripper", func(srv *httptest.Server, l *Limiter) httptimeout.Doer {
-			return &http.Client{Transport: RoundTripper(srv.Client().Transport, l)}
-		}},
-	} {
+	for _, wrap := range wrappers {
 		t.Run(wrap.name, func(t *testing.T) {
 			var held atomic.Int64 // how long the service held its answer
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
