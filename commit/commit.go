@@ -80,6 +80,16 @@ func (tx *Tx) commit(ctx context.Context, opts CommitOptions) (*pointer.Pointer,
 	if err != nil {
 		return nil, err
 	}
+	if err := tx.awaitBase(ctx); err != nil {
+		tx.mu.Lock()
+		open := tx.checkOpen() == nil
+		tx.done = true
+		tx.mu.Unlock()
+		if !open {
+			return nil, err
+		}
+		return nil, tx.abort(ctx, err)
+	}
 	// A commit that may join a group-commit round leaves the files it
 	// keeps from its base unproven for now: a commit that carries it
 	// takes those paths from its own head. They are proven below, once

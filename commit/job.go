@@ -18,11 +18,13 @@ var ErrStageOnly = errors.New("commit: a staging-only transaction cannot commit;
 // ErrStageOnly), so its objects are published only by a Tx that adopts its
 // entries (Adopt). A task of a job stages its files with it.
 func (d *Dataset) Stage() (*Tx, error) {
-	gen, err := generation.New()
+	tx, err := d.newTx()
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{d: d, gen: gen, entries: map[string]generation.Entry{}, noRebase: true, stageOnly: true}, nil
+	close(tx.ready) // it has no base
+	tx.noRebase, tx.stageOnly = true, true
+	return tx, nil
 }
 
 // Adopt puts entries that staging-only transactions wrote (see Stage) into
@@ -53,6 +55,7 @@ func (tx *Tx) Adopt(start time.Time, entries []generation.Entry) error {
 	if start.IsZero() {
 		return fmt.Errorf("commit: adopt: no staging start")
 	}
+	<-tx.ready
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if err := tx.checkOpen(); err != nil {

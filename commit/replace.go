@@ -51,6 +51,9 @@ func (tx *Tx) Replaced(ctx context.Context) (map[string]generation.Entry, error)
 	tx.mu.Lock()
 	scoped, replaced := tx.replaced != nil, tx.replaced
 	tx.mu.Unlock()
+	if err := tx.awaitBase(ctx); err != nil {
+		return nil, err
+	}
 	if scoped || tx.base == nil {
 		return replaced, nil
 	}
@@ -74,6 +77,9 @@ func (tx *Tx) Replaced(ctx context.Context) (map[string]generation.Entry, error)
 // repairs the dataset. A first commit is never unchanged. Call it after
 // staging.
 func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
+	if err := tx.awaitBase(ctx); err != nil {
+		return false, err
+	}
 	if tx.base == nil {
 		return false, nil
 	}

@@ -148,6 +148,9 @@ func (p *ReuseProof) Wait() error {
 // verifyReferences is VerifyReferences, leaving out the entries that
 // skip, if not nil, says can wait.
 func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) bool) error {
+	if err := tx.awaitBase(ctx); err != nil {
+		return err
+	}
 	tx.mu.Lock()
 	own := generation.Prefix(tx.gen)
 	want := map[string][]generation.Entry{} // key → the entries reading it

@@ -175,6 +175,21 @@ func (d *Dataset) cachedManifest(ctx context.Context, gen, sha string) (*generat
 	return m, err
 }
 
+// heldManifest returns the stored bytes of the manifest whose sha256 is
+// sum if this Dataset or its cache holds them, else nil. It reads no store.
+func (d *Dataset) heldManifest(sum string) []byte {
+	d.last.mu.Lock()
+	b := d.last.stored
+	if sum == "" || d.last.sha != sum {
+		b = nil
+	}
+	d.last.mu.Unlock()
+	if b != nil {
+		return b
+	}
+	return d.cache.get(sum)
+}
+
 // remember keeps the stored bytes of generation gen's manifest, whose
 // sha256 is sha, as the one this Dataset wrote or read last, and in the
 // cache of WithManifestCache.

@@ -30,14 +30,21 @@ import (
 // Tx is a generation being staged. Create it with Dataset.Begin, add files,
 // then Commit or Discard. Its methods are safe for concurrent use.
 type Tx struct {
-	d            *Dataset
-	gen          string
+	d   *Dataset
+	gen string
+	// ready is closed once the base pointer has been read (Begin,
+	// BeginAhead); base, baseETag, stagingStart, baseCommittedAt and
+	// baseErr are set before, and read only after it.
+	ready        chan struct{}
+	baseErr      error
 	base         *pointer.Pointer // nil for the first commit
 	baseETag     string
 	baseManifest *generation.Manifest // loaded on first use; see loadBase
 	stagingStart time.Time
 	// baseCommittedAt is the base pointer's Last-Modified.
 	baseCommittedAt time.Time
+	// expected is the manifest BeginAhead expects the base to have, or nil.
+	expected *generation.Manifest
 
 	mu      sync.Mutex
 	entries map[string]generation.Entry
@@ -93,12 +100,63 @@ type Tx struct {
 // Begin reads the current pointer and starts staging a new generation on
 // top of it. The generation starts empty; see KeepAll.
 func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
+	tx, err := d.newTx()
+	if err != nil {
+		return nil, err
+	}
+	tx.readPointer(ctx, false)
+	if tx.baseErr != nil {
+		return nil, tx.baseErr
+	}
+	return tx, nil
+}
+
+// BeginAhead is Begin for a writer that expects the pointer to name the
+// manifest whose sha256 is sum: the one it committed or read last. It
+// returns before the pointer is read, and reads it while the Tx stages,
+// so that files go up without waiting a round trip for it.
+//
+// While the pointer is being read, PutFile uploads at once a file that
+// differs from that manifest, if this Dataset or its cache
+// (WithManifestCache) holds it; a file that matches it waits for the
+// pointer, and is reused only if the base holds it. Every method that
+// needs the base (Base, BaseSnapshot, KeepAll, ReplacePrefix, Replaced,
+// Unchanged, VerifyReferences, Adopt, Commit) waits for the read, and
+// fails as Begin would have if it failed. So does every PutFile when the
+// manifest is not held.
+//
+// The staging start is the Date of the pointer GET, less the time from
+// sending the GET to its answer and one second: a file staged after the
+// GET was sent is stored no earlier than that, even with Date and
+// Last-Modified in whole seconds.
+func (d *Dataset) BeginAhead(ctx context.Context, sum string) (*Tx, error) {
+	tx, err := d.newTx()
+	if err != nil {
+		return nil, err
+	}
+	if b := d.heldManifest(sum); b != nil {
+		if m, err := generation.Decode(b); err == nil {
+			tx.expected = m
+		}
+	}
+	go tx.readPointer(ctx, true)
+	return tx, nil
+}
+
+func (d *Dataset) newTx() (*Tx, error) {
 	gen, err := generation.New()
 	if err != nil {
 		return nil, err
 	}
-	tx := &Tx{d: d, gen: gen, entries: map[string]generation.Entry{}}
-	p, attrs, err := pointer.Read(ctx, d.s)
+	return &Tx{d: d, gen: gen, entries: map[string]generation.Entry{}, ready: make(chan struct{})}, nil
+}
+
+// readPointer reads the base pointer and sets what ready promises, then
+// closes it. ahead says files may be staged while it reads (BeginAhead).
+func (tx *Tx) readPointer(ctx context.Context, ahead bool) {
+	defer close(tx.ready)
+	sent := tx.d.clock.Now()
+	p, attrs, err := pointer.Read(ctx, tx.d.s)
 	switch {
 	case errors.Is(err, store.ErrNotExist):
 		// First commit. No collector runs on a dataset without a pointer
@@ -107,26 +165,61 @@ func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
 		// that is never compared.
 		tx.stagingStart = time.Now().UTC()
 	case err != nil:
-		return nil, fmt.Errorf("commit: read base pointer: %w", err)
+		tx.baseErr = fmt.Errorf("commit: read base pointer: %w", err)
 	default:
-		// The Date of the pointer GET precedes every object this Tx
-		// writes, so it bounds their Last-Modified from below, even at
-		// HTTP's one-second resolution. Without it, the commit could not
-		// be held against the collector's horizon.
+		// The Date of the pointer GET bounds the Last-Modified of every
+		// object this Tx writes from below. Without it, the commit could
+		// not be held against the collector's horizon.
 		if err := store.CheckServerTime(attrs.ServerTime, store.OpGet, pointer.Key, "the staging start against the collector's horizon"); err != nil {
-			return nil, fmt.Errorf("commit: %w", err)
+			tx.baseErr = fmt.Errorf("commit: %w", err)
+			return
 		}
 		tx.base, tx.baseETag = p, attrs.ETag
 		tx.stagingStart = attrs.ServerTime.UTC()
+		if ahead {
+			tx.stagingStart = aheadStart(attrs.ServerTime, tx.d.clock.Now().Sub(sent))
+		}
 		tx.baseCommittedAt = p.CommittedAtServer(attrs.LastModified).UTC()
 	}
-	return tx, nil
+}
+
+// aheadStart is the staging start of a Tx that stages while it reads the
+// pointer: date is the pointer GET's Date and took the time from sending
+// the GET to its answer. An object sent after the GET is stored no earlier
+// than date less took; one second less covers HTTP's whole seconds.
+func aheadStart(date time.Time, took time.Duration) time.Time {
+	return date.Add(-took - time.Second).UTC()
+}
+
+// awaitBase waits until the base pointer has been read, and returns what
+// the read failed with.
+func (tx *Tx) awaitBase(ctx context.Context) error {
+	select {
+	case <-tx.ready:
+		return tx.baseErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// expectation returns the manifest BeginAhead expects while the pointer
+// is still being read, and nil once it has been.
+func (tx *Tx) expectation() *generation.Manifest {
+	select {
+	case <-tx.ready:
+		return nil
+	default:
+		return tx.expected
+	}
 }
 
 // loadBase returns the base generation's manifest, reading it on first
 // use, or nil for the first commit. A commit that never looks at its base
 // does not pay for the GET.
 func (tx *Tx) loadBase(ctx context.Context) (*generation.Manifest, error) {
+	if err := tx.awaitBase(ctx); err != nil {
+		return nil, err
+	}
 	if tx.base == nil {
 		return nil, nil
 	}
@@ -147,8 +240,12 @@ func (tx *Tx) loadBase(ctx context.Context) (*generation.Manifest, error) {
 // another id, the returned pointer's, whose manifest references them.
 func (tx *Tx) Generation() string { return tx.gen }
 
-// Base returns the pointer the Tx builds on, or nil for the first commit.
-func (tx *Tx) Base() *pointer.Pointer { return tx.base }
+// Base returns the pointer the Tx builds on, or nil for the first commit
+// or a read that failed (see BeginAhead).
+func (tx *Tx) Base() *pointer.Pointer {
+	<-tx.ready
+	return tx.base
+}
 
 // BaseSnapshot returns the snapshot the Tx builds on, for reading while
 // modifying. It returns ErrNoCommits for the first commit.
@@ -456,62 +553,98 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 		return err
 	}
 	defer f.Close()
-	base, err := tx.loadBase(ctx)
-	if err != nil {
-		return err
+	// The local file's sha256, read once, and only if a candidate to
+	// reference instead of uploading has its size.
+	var sum string
+	readSum := func() (string, error) {
+		if sum != "" {
+			return sum, nil
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
+			return "", fmt.Errorf("commit: read %s: %w", local, err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return "", fmt.Errorf("commit: %w", err)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+		return sum, nil
 	}
-	// The candidates to reference instead of uploading: the base's entry,
-	// then the one Resume offered. Only a same-size candidate costs a
-	// local pre-read, once.
+	// The candidates: the base's entry, then the one Resume offered.
 	type candidate struct {
 		generation.Entry
 		resumed bool
 	}
 	var candidates []candidate
-	if base != nil && tx.d.reuse {
-		if e, ok := base.Find(path); ok && e.Size == fi.Size() {
+	if tx.d.reuse {
+		e, ok, err := tx.baseEntry(ctx, path, fi.Size(), readSum)
+		if err != nil {
+			return err
+		}
+		if ok {
 			candidates = append(candidates, candidate{e, false})
 		}
 	}
 	if e, ok := tx.resumable(path); ok && e.Size == fi.Size() {
 		candidates = append(candidates, candidate{e, true})
 	}
-	if len(candidates) > 0 {
-		h := sha256.New()
-		if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
-			return fmt.Errorf("commit: read %s: %w", local, err)
+	for _, c := range candidates {
+		sum, err := readSum()
+		if err != nil {
+			return err
 		}
-		sum := hex.EncodeToString(h.Sum(nil))
-		for _, c := range candidates {
-			if sum != c.SHA256 {
-				continue
-			}
-			// What was read is the entry's content only if it is the
-			// file as it was opened.
-			if !o.ignoreChanges {
-				if err := changedSince(path, f, fi); err != nil {
-					return err
-				}
-			}
-			a := attrsOf(fi)
-			e := c.Entry
-			e.Mode, e.MTime = a.mode, a.mtime
-			if err := tx.noteReuse(e, local, o, c.resumed); err != nil {
+		if sum != c.SHA256 {
+			continue
+		}
+		// What was read is the entry's content only if it is the file as
+		// it was opened.
+		if !o.ignoreChanges {
+			if err := changedSince(path, f, fi); err != nil {
 				return err
 			}
-			if o.decided != nil {
-				o.decided(true)
-			}
-			return nil
 		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("commit: %w", err)
+		a := attrsOf(fi)
+		e := c.Entry
+		e.Mode, e.MTime = a.mode, a.mtime
+		if err := tx.noteReuse(e, local, o, c.resumed); err != nil {
+			return err
 		}
+		if o.decided != nil {
+			o.decided(true)
+		}
+		return nil
 	}
 	if o.decided != nil {
 		o.decided(false)
 	}
 	return tx.putLocal(ctx, path, f, fi, fi.Size(), attrsOf(fi), o)
+}
+
+// baseEntry returns the base's entry for path if it has size, the local
+// file's, for PutFile to compare. While BeginAhead's read of the pointer
+// is under way, a file that differs from the expected manifest's entry,
+// in size or in sha256 (sum), does not wait for the base: none is
+// returned, and the file is uploaded.
+func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func() (string, error)) (generation.Entry, bool, error) {
+	if exp := tx.expectation(); exp != nil {
+		e, ok := exp.Find(path)
+		if !ok || e.Size != size {
+			return generation.Entry{}, false, nil
+		}
+		s, err := sum()
+		if err != nil {
+			return generation.Entry{}, false, err
+		}
+		if s != e.SHA256 {
+			return generation.Entry{}, false, nil
+		}
+	}
+	base, err := tx.loadBase(ctx)
+	if err != nil || base == nil {
+		return generation.Entry{}, false, err
+	}
+	e, ok := base.Find(path)
+	return e, ok && e.Size == size, nil
 }
 
 // FileOption changes how PutFile reads its local file.
