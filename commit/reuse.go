@@ -79,6 +79,9 @@ func (tx *Tx) VerifyReferences(ctx context.Context) error {
 		return err
 	}
 	tx.mu.Unlock()
+	if err := tx.awaitBase(ctx); err != nil {
+		return err
+	}
 	return tx.verifyReferences(ctx, nil)
 }
 
@@ -122,6 +125,12 @@ func (p *ReuseProof) decided(reused bool) {
 	if p.left == 0 && p.reused && p.uploaded {
 		p.done = make(chan error, 1)
 		go func() {
+			// A file that Resume offered is referenced without waiting for
+			// the base, whose horizon its proof needs.
+			if err := p.tx.awaitBase(p.ctx); err != nil {
+				p.done <- err
+				return
+			}
 			// Only PutFile's reuses: each has its local file to upload
 			// again if its object turns out unusable. Kept files wait for
 			// Commit, which knows which of them a group commit may carry.
@@ -146,11 +155,8 @@ func (p *ReuseProof) Wait() error {
 }
 
 // verifyReferences is VerifyReferences, leaving out the entries that
-// skip, if not nil, says can wait.
+// skip, if not nil, says can wait. The caller has waited for the base.
 func (tx *Tx) verifyReferences(ctx context.Context, skip func(generation.Entry) bool) error {
-	if err := tx.awaitBase(ctx); err != nil {
-		return err
-	}
 	tx.mu.Lock()
 	own := generation.Prefix(tx.gen)
 	want := map[string][]generation.Entry{} // key → the entries reading it

@@ -1,0 +1,323 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/pointer"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+// setClock is a clock the test sets: the store's and the Dataset's.
+type setClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *setClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *setClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *setClock) Sleep(ctx context.Context, d time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// wholeSeconds gives every time its store reports in whole seconds, as
+// HTTP's Date and Last-Modified headers do.
+type wholeSeconds struct{ store.Store }
+
+func (w wholeSeconds) Unwrap() store.Store { return w.Store }
+
+func truncAttrs(a store.Attrs) store.Attrs {
+	a.LastModified = a.LastModified.Truncate(time.Second)
+	a.ServerTime = a.ServerTime.Truncate(time.Second)
+	return a
+}
+
+func (w wholeSeconds) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	rc, a, err := w.Store.Get(ctx, key)
+	return rc, truncAttrs(a), err
+}
+
+func (w wholeSeconds) Head(ctx context.Context, key string) (store.Attrs, error) {
+	a, err := w.Store.Head(ctx, key)
+	return truncAttrs(a), err
+}
+
+func (w wholeSeconds) Put(ctx context.Context, key string, body io.Reader, opts store.PutOptions) (store.Attrs, error) {
+	a, err := w.Store.Put(ctx, key, body, opts)
+	return truncAttrs(a), err
+}
+
+func (w wholeSeconds) List(ctx context.Context, req store.ListRequest) (store.ListPage, error) {
+	p, err := w.Store.List(ctx, req)
+	for i := range p.Objects {
+		p.Objects[i].LastModified = p.Objects[i].LastModified.Truncate(time.Second)
+	}
+	return p, err
+}
+
+// heldPointer holds the pointer GETs sent while it is armed until the
+// test releases them, or fails them with fail.
+type heldPointer struct {
+	store.Store
+	mu      sync.Mutex
+	armed   bool
+	started chan struct{}
+	release chan struct{}
+	fail    error
+}
+
+func (h *heldPointer) Unwrap() store.Store { return h.Store }
+
+// hold arms it: the next pointer GET signals started and waits.
+func (h *heldPointer) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.started, h.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (h *heldPointer) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	h.mu.Lock()
+	armed, started, release, fail := h.armed, h.started, h.release, h.fail
+	if key == pointer.Key {
+		h.armed = false
+	}
+	h.mu.Unlock()
+	if key == pointer.Key && armed {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, store.Attrs{}, ctx.Err()
+		}
+		if fail != nil {
+			return nil, store.Attrs{}, fail
+		}
+	}
+	return h.Store.Get(ctx, key)
+}
+
+// stageAhead runs PutFile of path from local on tx and fails t if it
+// waits for the held pointer GET instead of uploading at once.
+func stageAhead(t *testing.T, tx *commit.Tx, path, local string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- tx.PutFile(context.Background(), path, local) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("PutFile of %s, which differs from the expected manifest, waited for the pointer GET", path)
+	}
+}
+
+// TestFilesStagedAheadAreHeldAgainstTheHorizon: a Tx of BeginAhead uploads
+// a changed file while its pointer GET is under way; the GET is answered
+// a minute later, in whole seconds. Meanwhile the collector takes the
+// upload for an orphan's, deletes it, and publishes its Last-Modified as
+// the horizon. The commit must be refused (ErrStale): its staging start
+// is the GET's Date less the GET's time and one second, at or before
+// every object it staged, not the Date itself.
+func TestFilesStagedAheadAreHeldAgainstTheHorizon(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2030, 1, 2, 3, 4, 5, 900e6, time.UTC)
+	clock := &setClock{now: start}
+	s := wholeSeconds{mem.New(mem.WithClock(clock.Now))}
+	held := &heldPointer{Store: s}
+	d := commit.New(held)
+	commit.SetRoundClock(d, clock)
+	dir := t.TempDir()
+	local := filepath.Join(dir, "x")
+	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
+	tx0, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx0.PutFile(ctx, "x", local))
+	p1, err := tx0.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(local, []byte("2"), 0o644))
+	held.hold()
+	tx, err := d.BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	stageAhead(t, tx, "x", local) // stored at 3:04:05.9, Last-Modified 3:04:05
+
+	// The GET is answered at 3:05:06.0 (Date 3:05:06), 60.1 s after it
+	// was sent. A collector at that time with an orphan age of a minute
+	// (and its second for whole-second dates) has its cutoff at 3:04:05.
+	clock.Set(start.Add(time.Minute + 100*time.Millisecond))
+	rep, err := gc.Run(ctx, s, gc.Options{Keep: 1, Grace: -1, OrphanAge: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, rep.Orphans, 1, "the upload is an orphan's at the cutoff")
+	require.Equal(t, tx.Generation(), rep.Orphans[0].Generation)
+	require.True(t, rep.Horizon.Equal(start.Truncate(time.Second)), "horizon %s", rep.Horizon)
+	close(held.release)
+
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, commit.ErrStale)
+	assert.Equal(t, p1.Generation, checkComplete(t, d).Generation())
+}
+
+// TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest: the expected
+// manifest is stale: another writer changed b and added c since. A file
+// that differs from it (d, new) uploads while the pointer GET is held; one
+// that matches it (a, b) waits for the base, and is reused only if the
+// base has it unchanged (a), else uploaded (b). The commit publishes the
+// local files, and what the proof needs of the base.
+func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
+	ctx := context.Background()
+	held := &heldPointer{Store: mem.New()}
+	cache := t.TempDir()
+	d := commit.New(held, commit.WithManifestCache(cache))
+	p1, err := publish(t, d, map[string]string{"a": "1", "b": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	p2, err := publish(t, commit.New(held), map[string]string{"a": "1", "b": "2", "c": "3"}, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	for name, content := range map[string]string{"a": "1", "b": "1", "d": "4"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	// A new process: the expected manifest comes from the cache.
+	d2 := commit.New(held, commit.WithManifestCache(cache))
+	held.hold()
+	tx, err := d2.BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	stageAhead(t, tx, "d", filepath.Join(dir, "d"))
+	waited := make(chan error, 2)
+	for _, name := range []string{"a", "b"} {
+		go func() { waited <- tx.PutFile(ctx, name, filepath.Join(dir, name)) }()
+	}
+	gotBase := make(chan *pointer.Pointer, 1)
+	go func() { gotBase <- tx.Base() }()
+	close(held.release)
+	assert.Equal(t, p2.Generation, (<-gotBase).Generation, "Base waits for the pointer")
+	require.NoError(t, <-waited)
+	require.NoError(t, <-waited)
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+
+	assert.True(t, tx.Reuses("a"), "a is unchanged in the base")
+	assert.False(t, tx.Reuses("b"), "b matches the expected manifest, not the base")
+	assert.Equal(t, 1, tx.Reused())
+	snap := checkComplete(t, d2)
+	require.Equal(t, p.Generation, snap.Generation())
+	got := map[string]string{}
+	for _, e := range snap.Files() {
+		b, err := snap.ReadFile(ctx, e.Path)
+		require.NoError(t, err)
+		got[e.Path] = string(b)
+		if e.Path != "a" {
+			assert.True(t, strings.HasPrefix(e.Key, generation.Prefix(tx.Generation())), "%s is uploaded: %s", e.Path, e.Key)
+		}
+	}
+	assert.Equal(t, map[string]string{"a": "1", "b": "1", "d": "4"}, got)
+}
+
+// TestAheadPointerReadFailureDiscardsTheUploads: when BeginAhead's pointer
+// GET fails, the methods that need the base fail with it, and Commit
+// deletes what was uploaded meanwhile and writes nothing.
+func TestAheadPointerReadFailureDiscardsTheUploads(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	held := &heldPointer{Store: s}
+	d := commit.New(held)
+	p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	local := filepath.Join(t.TempDir(), "x")
+	require.NoError(t, os.WriteFile(local, []byte("2"), 0o644))
+
+	broken := errors.New("the pointer cannot be read")
+	held.hold()
+	held.mu.Lock()
+	held.fail = broken
+	held.mu.Unlock()
+	tx, err := d.BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	stageAhead(t, tx, "x", local)
+	require.NotEmpty(t, keysUnder(t, s, generation.Prefix(tx.Generation())))
+	// A batch whose proof starts once each file is decided: one file
+	// references an object Resume offered, whose proof needs the base's
+	// horizon, and one is uploaded.
+	stx, err := d.Stage()
+	require.NoError(t, err)
+	require.NoError(t, stx.PutBytes(ctx, "r", []byte("resumed")))
+	require.NoError(t, tx.Resume(stx.Entries()))
+	resumed := filepath.Join(t.TempDir(), "r")
+	require.NoError(t, os.WriteFile(resumed, []byte("resumed"), 0o644))
+	proof := tx.NewReuseProof(ctx, 2)
+	require.NoError(t, tx.PutFile(ctx, "r", resumed, proof.Option()))
+	require.True(t, tx.Resumes("r"))
+	require.NoError(t, tx.PutFile(ctx, "y", local, proof.Option()))
+	close(held.release)
+
+	require.ErrorIs(t, proof.Wait(), broken)
+	require.ErrorIs(t, tx.VerifyReferences(ctx), broken)
+	_, err = tx.BaseSnapshot(ctx)
+	require.ErrorIs(t, err, broken)
+	_, err = tx.Replaced(ctx)
+	require.ErrorIs(t, err, broken)
+	_, err = tx.Unchanged(ctx)
+	require.ErrorIs(t, err, broken)
+	assert.Nil(t, tx.Base())
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.ErrorIs(t, err, broken)
+	assert.Empty(t, keysUnder(t, s, generation.Prefix(tx.Generation())), "the uploads are deleted")
+	assert.Equal(t, p1.Generation, checkComplete(t, d).Generation())
+}
+
+// TestAdoptWaitsForTheAheadStagingStart: a job's commit that adopts its
+// tasks' objects on a Tx of BeginAhead keeps the job's staging start,
+// which is earlier than the one the pointer GET gives, whenever the GET
+// is answered.
+func TestAdoptWaitsForTheAheadStagingStart(t *testing.T) {
+	ctx := context.Background()
+	held := &heldPointer{Store: mem.New()}
+	d := commit.New(held)
+	p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	stx, err := d.Stage()
+	require.NoError(t, err)
+	require.NoError(t, stx.PutBytes(ctx, "y", []byte("task")))
+	jobStart := time.Now().Add(-time.Hour).UTC()
+
+	held.hold()
+	tx, err := d.BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	adopted := make(chan error, 1)
+	go func() { adopted <- tx.Adopt(jobStart, stx.Entries()) }()
+	close(held.release)
+	require.NoError(t, <-adopted)
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	m, err := d.ReadManifest(ctx, p.Generation, p.ManifestSHA256)
+	require.NoError(t, err)
+	assert.True(t, m.StagingStart.Equal(jobStart), "staging start %s, want the job's %s", m.StagingStart, jobStart)
+}
