@@ -209,16 +209,20 @@ func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 	require.NoError(t, err)
 	<-held.started
 	stageAhead(t, tx, "d", filepath.Join(dir, "d"))
-	waited := make(chan error, 2)
+	// A file that matches the expected manifest waits for the base: on a
+	// context that is done, it fails instead of deciding.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
 	for _, name := range []string{"a", "b"} {
-		go func() { waited <- tx.PutFile(ctx, name, filepath.Join(dir, name)) }()
+		require.ErrorIs(t, tx.PutFile(done, name, filepath.Join(dir, name)), context.Canceled, "%s did not wait for the base", name)
 	}
 	gotBase := make(chan *pointer.Pointer, 1)
 	go func() { gotBase <- tx.Base() }()
 	close(held.release)
 	assert.Equal(t, p2.Generation, (<-gotBase).Generation, "Base waits for the pointer")
-	require.NoError(t, <-waited)
-	require.NoError(t, <-waited)
+	for _, name := range []string{"a", "b"} {
+		require.NoError(t, tx.PutFile(ctx, name, filepath.Join(dir, name)))
+	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{})
 	require.NoError(t, err)
 

@@ -191,22 +191,8 @@ func TestRequestOrderKeepsEachGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, tx.Reused(), "files reused")
 
-	newManifest := generation.ManifestKey(tx.Generation())
-	newPrefix := strings.TrimSuffix(newManifest, "_manifest")
-	var (
-		pointerGet = requestClass{"the pointer GET", func(op store.Op, k string) bool { return op == store.OpGet && k == pointer.Key }}
-		baseGet    = requestClass{"the base manifest GET", func(op store.Op, k string) bool {
-			return op == store.OpGet && k == generation.ManifestKey(base.Generation)
-		}}
-		dataPut = requestClass{"a data PUT", func(op store.Op, k string) bool {
-			return op == store.OpPut && strings.HasPrefix(k, newPrefix) && k != newManifest
-		}}
-		proof = requestClass{"the reuse proof", func(op store.Op, k string) bool {
-			return (op == store.OpHead || op == store.OpList) && strings.HasPrefix(k, "_gen/"+base.Generation+"/")
-		}}
-		manifestPut = requestClass{"the manifest PUT", func(op store.Op, k string) bool { return op == store.OpPut && k == newManifest }}
-		pointerPut  = requestClass{"the pointer PUT", func(op store.Op, k string) bool { return op == store.OpPut && k == pointer.Key }}
-	)
+	c := commitRequests(base, tx)
+	pointerGet, baseGet, dataPut, proof, manifestPut, pointerPut := c[0], c[1], c[2], c[3], c[4], c[5]
 	l.mustPrecede(t, pointerGet, baseGet)
 	l.mustPrecede(t, pointerGet, dataPut)
 	l.mustPrecede(t, baseGet, dataPut)
@@ -218,21 +204,85 @@ func TestRequestOrderKeepsEachGuard(t *testing.T) {
 	l.mustOverlap(t, dataPut, proof)
 
 	// The floor of an incremental commit: K' + 4 + V, and nothing else.
-	want := map[string]int{"the pointer GET": 1, "the base manifest GET": 1, "a data PUT": 2, "the reuse proof": 1, "the manifest PUT": 1, "the pointer PUT": 1}
+	l.mustCount(t, c, map[string]int{"the pointer GET": 1, "the base manifest GET": 1, "a data PUT": 2, "the reuse proof": 1, "the manifest PUT": 1, "the pointer PUT": 1})
+}
+
+// commitRequests returns the classes of the requests of tx's commit on
+// base: the pointer GET, the base manifest GET, the data PUTs, the reuse
+// proof, the manifest PUT and the pointer PUT.
+func commitRequests(base *pointer.Pointer, tx *commit.Tx) []requestClass {
+	newManifest := generation.ManifestKey(tx.Generation())
+	newPrefix := strings.TrimSuffix(newManifest, "_manifest")
+	return []requestClass{
+		{"the pointer GET", func(op store.Op, k string) bool { return op == store.OpGet && k == pointer.Key }},
+		{"the base manifest GET", func(op store.Op, k string) bool {
+			return op == store.OpGet && k == generation.ManifestKey(base.Generation)
+		}},
+		{"a data PUT", func(op store.Op, k string) bool {
+			return op == store.OpPut && strings.HasPrefix(k, newPrefix) && k != newManifest
+		}},
+		{"the reuse proof", func(op store.Op, k string) bool {
+			return (op == store.OpHead || op == store.OpList) && strings.HasPrefix(k, "_gen/"+base.Generation+"/")
+		}},
+		{"the manifest PUT", func(op store.Op, k string) bool { return op == store.OpPut && k == newManifest }},
+		{"the pointer PUT", func(op store.Op, k string) bool { return op == store.OpPut && k == pointer.Key }},
+	}
+}
+
+// mustCount fails t unless the requests sent are those of want, by the
+// name of their class in classes, and no other.
+func (l *orderLog) mustCount(t *testing.T, classes []requestClass, want map[string]int) {
+	t.Helper()
 	got := map[string]int{}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, e := range l.events {
 		if e.end {
 			continue
 		}
 		name := "other: " + e.op.String() + " " + e.key
-		for _, c := range []requestClass{pointerGet, baseGet, dataPut, proof, manifestPut, pointerPut} {
+		for _, c := range classes {
 			if c.match(e.op, e.key) {
 				name = c.name
 			}
 		}
 		got[name]++
 	}
-	l.mu.Unlock()
 	require.Equal(t, want, got, "requests of the commit\n%s", l.timeline())
+}
+
+// TestRequestOrderAheadKeepsEachGuard: the same commit on a Tx of
+// BeginAhead, in a new process whose cache holds the base manifest. The
+// changed files' PUTs go out while the pointer GET is under way; the file
+// that matches the base waits for it, and so do the proof, the manifest
+// PUT (which also follows the last data PUT and the proof) and the
+// pointer PUT (which follows the manifest PUT). No manifest GET: a round
+// trip less than Begin.
+func TestRequestOrderAheadKeepsEachGuard(t *testing.T) {
+	ctx := context.Background()
+	l := &orderLog{Store: mem.New(), latency: 20 * time.Millisecond, proofLatency: 100 * time.Millisecond}
+	cache := t.TempDir()
+	dir := writeFiles(t, 3, "1")
+	_, base := putDir(t, commit.New(l, commit.WithConcurrency(4), commit.WithManifestCache(cache)), dir)
+	for _, name := range []string{"0000", "0001"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "d", name), []byte("changed "+name), 0o644))
+	}
+
+	l.reset()
+	tx, err := commit.New(l, commit.WithConcurrency(4), commit.WithManifestCache(cache)).BeginAhead(ctx, base.ManifestSHA256)
+	require.NoError(t, err)
+	require.NoError(t, tx.AddDir(ctx, dir))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, tx.Reused(), "files reused")
+
+	c := commitRequests(base, tx)
+	pointerGet, dataPut, proof, manifestPut, pointerPut := c[0], c[2], c[3], c[4], c[5]
+	l.mustOverlap(t, pointerGet, dataPut)
+	l.mustPrecede(t, pointerGet, proof)
+	l.mustPrecede(t, pointerGet, manifestPut)
+	l.mustPrecede(t, dataPut, manifestPut)
+	l.mustPrecede(t, proof, manifestPut)
+	l.mustPrecede(t, manifestPut, pointerPut)
+	l.mustCount(t, c, map[string]int{"the pointer GET": 1, "a data PUT": 2, "the reuse proof": 1, "the manifest PUT": 1, "the pointer PUT": 1})
 }
