@@ -233,11 +233,21 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 	}
 
-	tx, err := d.Begin(ctx)
+	// With the manifest this machine committed last, files that differ
+	// from it upload while the pointer is read. A first write is probed
+	// before anything is staged.
+	expected := opts.lastHead(opts.URL)
+	ahead := expected != "" && !opts.Probe
+	var tx *commit.Tx
+	if ahead {
+		tx, err = d.BeginAhead(ctx, expected)
+	} else {
+		tx, err = d.Begin(ctx)
+	}
 	if err != nil {
 		return describe(opts.URL, err)
 	}
-	if tx.Base() == nil || opts.Probe {
+	if !ahead && (tx.Base() == nil || opts.Probe) {
 		// No pointer yet: the first write to this dataset. Prove the
 		// store enforces the conditions everything else relies on.
 		if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
@@ -274,6 +284,14 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	if held != nil && !held.Held() {
 		return keepOrDiscard(ctx, opts, tx, j, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
+	if ahead && tx.Base() == nil {
+		// The dataset has no pointer any more (or it could not be read,
+		// which the commit reports): a first write is probed before it
+		// commits.
+		if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
+			return discardStaged(ctx, opts.URL, tx, probeError(opts.URL, err), stderr)
+		}
+	}
 	if !opts.AllowUnchanged {
 		same, err := tx.Unchanged(ctx)
 		if err != nil {
@@ -282,6 +300,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			j.finish(false)                        //nolint:errcheck // it recorded only reuses of the current generation
+			opts.noteHead(opts.URL, tx.Base().ManifestSHA256)
 			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease, start)
 		}
 	}
@@ -304,6 +323,7 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		}
 		return withLeftover(describe(opts.URL, err), opts.URL, tx)
 	}
+	opts.noteHead(opts.URL, p.ManifestSHA256)
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: tx.Reused(), Resumed: tx.Resumed(), Repaired: tx.Repaired(), Fence: fence, FenceLease: fenceLease,
 		Into: opts.Into, Kept: kept, Rebased: tx.Rebased(), Carried: tx.CarriedBy() != ""}
 	res.Summary = newSummary("put", "uploaded", "reused")
@@ -610,6 +630,7 @@ func (o *fenceFlags) fromEnv(cmd *cobra.Command) error {
 // reportUnchanged says that SRC is the current generation already.
 // A fencing token was registered all the same.
 func reportUnchanged(stdout io.Writer, opts putOptions, p *pointer.Pointer, files []srcFile, fence uint64, fenceLease string, start time.Time) error {
+	opts.noteHead(opts.URL, p.ManifestSHA256)
 	res := putResult{Seq: p.Seq, Generation: p.Generation, Parent: p.Parent, Files: len(files), Reused: len(files), Unchanged: true,
 		Fence: fence, FenceLease: fenceLease}
 	res.Summary = newSummary("put", "uploaded", "reused")

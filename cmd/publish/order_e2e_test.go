@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/internal/wanproxy"
+	"github.com/commitptr/commitptr/store"
 )
 
 // proxyLog is the wanproxy's request log, written by its goroutines.
@@ -57,13 +59,15 @@ func (l *proxyLog) events() []string {
 }
 
 // TestPutReusedProvenOnce: a put through a store 20 ms away that changes
-// two files of four proves the two it reuses while the changed ones
-// upload, in one listing, and sends each request only once what it
-// depends on is answered: the data PUTs after the base manifest, the
-// manifest PUT after the data PUTs and the proof, the pointer PUT after
-// the manifest PUT. Seven requests: the floor. With the manifest cache,
-// which holds the base the first put wrote, the manifest GET is not sent:
-// six.
+// two files of four proves the two it reuses in one listing, and sends
+// each request only once what it depends on is answered: the proof and
+// the manifest PUT after the pointer GET, the manifest PUT after the data
+// PUTs and the proof, the pointer PUT after the manifest PUT. Without the
+// manifest cache the data PUTs follow the pointer GET and the base
+// manifest, and the proof goes out while they upload: seven requests, the
+// floor. With it, the put expects the manifest it committed before: the
+// changed files upload while the pointer is read, and the manifest GET is
+// not sent: six.
 func TestPutReusedProvenOnce(t *testing.T) {
 	t.Run("without cache", func(t *testing.T) { testPutReusedProvenOnce(t, false) })
 	t.Run("cached", func(t *testing.T) { testPutReusedProvenOnce(t, true) })
@@ -163,11 +167,21 @@ func testPutReusedProvenOnce(t *testing.T, cached bool) {
 		}
 	}
 	before("the base manifest GET follows the pointer GET", get(isPointer), get(isManifest))
-	before("the data PUTs follow the pointer GET (the staging start)", get(isPointer), isData)
 	before("the data PUTs follow the base manifest (which files are reused)", get(isManifest), isData)
+	before("the proof follows the pointer GET (the base)", get(isPointer), isProof)
+	before("the manifest PUT follows the pointer GET", get(isPointer), put(isManifest))
 	before("the manifest PUT follows the data PUTs", isData, put(isManifest))
 	before("the manifest PUT follows the proof", isProof, put(isManifest))
 	before("the pointer PUT follows the manifest PUT", put(isManifest), put(isPointer))
+	if cached {
+		// The put expects the manifest it committed: the changed files
+		// go up while the pointer is read (commit.BeginAhead).
+		if first("->", isData) > last("<-", get(isPointer)) {
+			t.Errorf("the data PUTs waited for the pointer GET; want them sent while it is under way:\n%s", timeline)
+		}
+		return
+	}
+	before("the data PUTs follow the pointer GET (the staging start)", get(isPointer), isData)
 	if first("->", isProof) > last("<-", isData) {
 		t.Errorf("the proof waited for the data PUTs; want it sent while they are under way:\n%s", timeline)
 	}
@@ -225,4 +239,61 @@ func TestGetReadsAManifestItHoldsFromTheCache(t *testing.T) {
 		require.NoError(t, err, c.name)
 		assert.Equal(t, "2", string(b), c.name)
 	}
+}
+
+// TestPutProbesAFirstWriteItExpectedABaseFor: this machine committed to
+// the dataset before, so its next put expects that manifest and uploads
+// while it reads the pointer. The dataset was deleted meanwhile: with no
+// pointer, the put is a first write, and probes the store before it
+// commits, as every first write does. A put with --probe probes on a
+// dataset with commits too.
+func TestPutProbesAFirstWriteItExpectedABaseFor(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.S3(t)
+	srv.UseCredentials()
+	bucket := srv.NewBucket(t)
+	var log proxyLog
+	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 0, &log)
+	require.NoError(t, err)
+	defer p.Close()
+	flags := []string{"--endpoint", p.URL, "--path-style"}
+	src := writeTree(t, map[string]string{"a": "1"})
+	url := "s3://" + bucket + "/ds"
+	ok(t, append(flags, "put", src, url)...)
+	// probed reports whether the put's requests probe the store before
+	// the pointer PUT.
+	probed := func(timeline []string) bool {
+		probe, pointerPut := -1, -1
+		for i, e := range timeline {
+			if probe < 0 && strings.Contains(e, "/"+store.ProbePrefix) {
+				probe = i
+			}
+			if strings.HasPrefix(e, "->") && strings.Contains(e, " PUT ") && strings.HasSuffix(e, "/ds/_pointer") {
+				pointerPut = i
+			}
+		}
+		return probe >= 0 && probe < pointerPut
+	}
+
+	s, err := store.Open(ctx, url, store.Config{Endpoint: srv.Endpoint, PathStyle: true})
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteMany(ctx, listKeys(t, s, "")))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("2"), 0o644))
+	log.events()
+	ok(t, append(flags, "put", src, url)...)
+	timeline := log.events()
+	assert.True(t, probed(timeline), "want the probe before the pointer PUT:\n%s", strings.Join(timeline, "\n"))
+	dest := filepath.Join(t.TempDir(), "out")
+	ok(t, append(flags, "get", url, dest)...)
+	b, err := os.ReadFile(filepath.Join(dest, "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "2", string(b))
+
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("3"), 0o644))
+	ok(t, append(flags, "put", src, url)...)
+	log.events()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("4"), 0o644))
+	ok(t, append(flags, "put", "--probe", src, url)...)
+	timeline = log.events()
+	assert.True(t, probed(timeline), "put --probe: want the probe before the pointer PUT:\n%s", strings.Join(timeline, "\n"))
 }
