@@ -89,6 +89,19 @@ type heldPointer struct {
 	started chan struct{}
 	release chan struct{}
 	fail    error
+	// headed, if set, is told the key of every HEAD once it is answered.
+	headed func(key string)
+}
+
+func (h *heldPointer) Head(ctx context.Context, key string) (store.Attrs, error) {
+	a, err := h.Store.Head(ctx, key)
+	h.mu.Lock()
+	headed := h.headed
+	h.mu.Unlock()
+	if headed != nil {
+		headed(key)
+	}
+	return a, err
 }
 
 func (h *heldPointer) Unwrap() store.Store { return h.Store }
@@ -324,4 +337,117 @@ func TestAdoptWaitsForTheAheadStagingStart(t *testing.T) {
 	m, err := d.ReadManifest(ctx, p.Generation, p.ManifestSHA256)
 	require.NoError(t, err)
 	assert.True(t, m.StagingStart.Equal(jobStart), "staging start %s, want the job's %s", m.StagingStart, jobStart)
+}
+
+// TestAheadProofCountsOnlyOnTheExpectedBase: a file that matches the
+// expected manifest has its object proven while the pointer GET is held,
+// and the object is lost. Either the base turns out to be another manifest
+// (which references the same object) and the object is lost after that
+// early proof, so the proof is not counted; or the base is the expected
+// manifest and the object was lost before the proof, which found it
+// missing. Either way the object is proven again before the manifest, and
+// the file uploaded again: the commit is complete (I1).
+func TestAheadProofCountsOnlyOnTheExpectedBase(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		stale      bool // another writer commits after the expected manifest
+		lostBefore bool // the object is lost before the early proof
+	}{{"stale base, lost after the proof", true, false}, {"expected base, lost before the proof", false, true}} {
+		t.Run(c.name, func(t *testing.T) { testAheadProofCountsOnlyOnTheExpectedBase(t, c.stale, c.lostBefore) })
+	}
+}
+
+func testAheadProofCountsOnlyOnTheExpectedBase(t *testing.T, stale, lostBefore bool) {
+	ctx := context.Background()
+	s := mem.New()
+	held := &heldPointer{Store: s}
+	cache := t.TempDir()
+	p1, err := publish(t, commit.New(held, commit.WithManifestCache(cache)), map[string]string{"a": "1", "b": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	other := commit.New(held)
+	if stale {
+		tx2, err := other.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx2.KeepAll(ctx))
+		require.NoError(t, tx2.PutBytes(ctx, "b", []byte("2")))
+		_, err = tx2.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+	}
+	snap1, err := other.OpenPointer(ctx, p1)
+	require.NoError(t, err)
+	ea, ok := snap1.Manifest.Find("a")
+	require.True(t, ok)
+	if lostBefore {
+		require.NoError(t, s.Delete(ctx, ea.Key, store.DeleteOptions{}))
+	}
+
+	dir := t.TempDir()
+	for name, content := range map[string]string{"a": "1", "d": "4"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	proven := make(chan struct{})
+	var once sync.Once
+	held.mu.Lock()
+	held.headed = func(key string) {
+		if key == ea.Key {
+			once.Do(func() { close(proven) })
+		}
+	}
+	held.mu.Unlock()
+	held.hold()
+	tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	proof := tx.NewReuseProof(ctx, 2)
+	require.NoError(t, tx.PutFile(ctx, "d", filepath.Join(dir, "d"), proof.Option()))
+	matched := make(chan error, 1)
+	go func() { matched <- tx.PutFile(ctx, "a", filepath.Join(dir, "a"), proof.Option()) }()
+	select {
+	case <-proven:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the object of a, which matches the expected manifest, was not proven while the pointer GET was held")
+	}
+	if !lostBefore {
+		require.NoError(t, s.Delete(ctx, ea.Key, store.DeleteOptions{}))
+	}
+	close(held.release)
+	require.NoError(t, <-matched)
+	require.NoError(t, proof.Wait())
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, tx.Repaired(), "a is uploaded again")
+	checkComplete(t, commit.New(s))
+}
+
+// TestAheadProofEndsWhenAFileFailsBeforeDeciding: a file that matched the
+// expected manifest fails while it waits for the base; the batch's proof,
+// started early, still ends when the batch does.
+func TestAheadProofEndsWhenAFileFailsBeforeDeciding(t *testing.T) {
+	ctx := context.Background()
+	held := &heldPointer{Store: mem.New()}
+	cache := t.TempDir()
+	p1, err := publish(t, commit.New(held, commit.WithManifestCache(cache)), map[string]string{"a": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for name, content := range map[string]string{"a": "1", "d": "4"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	held.hold()
+	tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	proof := tx.NewReuseProof(ctx, 2)
+	require.NoError(t, tx.PutFile(ctx, "d", filepath.Join(dir, "d"), proof.Option()))
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, tx.PutFile(done, "a", filepath.Join(dir, "a"), proof.Option()), context.Canceled)
+	close(held.release)
+	waited := make(chan error, 1)
+	go func() { waited <- proof.Wait() }()
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proof waits for a decision that never comes")
+	}
 }

@@ -98,53 +98,117 @@ type ReuseProof struct {
 	tx  *Tx
 	ctx context.Context
 
-	mu               sync.Mutex
-	left             int
+	mu sync.Mutex
+	// left counts the files not decided yet, unreported those that
+	// neither decided nor matched the expected manifest.
+	left, unreported int
 	reused, uploaded bool
-	done             chan error // set once the proof started
+	// ahead holds the entries of the expected manifest (BeginAhead) that
+	// files matched before the base was read.
+	ahead      []generation.Entry
+	decidedAll chan struct{} // closed when left reaches 0
+	over       chan struct{} // closed by Wait: no more decisions come
+	overOnce   sync.Once
+	done       chan error // set once the proof started
 }
 
 // NewReuseProof returns the proof for a batch of n PutFile calls, each to
 // be given its Option. Wait for it once they have all returned. The proof
 // runs on ctx, not on a context its batch cancels when it returns.
 func (tx *Tx) NewReuseProof(ctx context.Context, n int) *ReuseProof {
-	return &ReuseProof{tx: tx, ctx: ctx, left: n}
+	p := &ReuseProof{tx: tx, ctx: ctx, left: n, unreported: n, decidedAll: make(chan struct{}), over: make(chan struct{})}
+	if n == 0 {
+		close(p.decidedAll)
+	}
+	return p
 }
 
 // Option is the FileOption to pass to each PutFile of the batch.
 func (p *ReuseProof) Option() FileOption {
-	return func(o *fileOptions) { o.decided = p.decided }
+	return func(o *fileOptions) {
+		matched := false
+		o.matched = func(e generation.Entry) {
+			matched = true
+			p.matched(e)
+		}
+		o.decided = func(reused bool) { p.decided(reused, matched) }
+	}
 }
 
-func (p *ReuseProof) decided(reused bool) {
+// matched notes a file that matches the expected manifest's entry e while
+// the base is being read: it will most likely reuse e's object.
+func (p *ReuseProof) matched(e generation.Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unreported--
+	p.ahead = append(p.ahead, e)
+	p.start()
+}
+
+// decided notes a file that reuses (or uploads); matched says it matched
+// the expected manifest before.
+func (p *ReuseProof) decided(reused, matched bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.left--
+	if !matched {
+		p.unreported--
+	}
 	p.reused = p.reused || reused
 	p.uploaded = p.uploaded || !reused
-	if p.left == 0 && p.reused && p.uploaded {
-		p.done = make(chan error, 1)
-		go func() {
-			// A file that Resume offered is referenced without waiting for
-			// the base, whose horizon its proof needs.
-			if err := p.tx.awaitBase(p.ctx); err != nil {
-				p.done <- err
-				return
-			}
-			// Only PutFile's reuses: each has its local file to upload
-			// again if its object turns out unusable. Kept files wait for
-			// Commit, which knows which of them a group commit may carry.
-			// (verifyReferences calls skip with tx.mu held.)
-			p.done <- p.tx.verifyReferences(p.ctx, func(e generation.Entry) bool {
-				r, ok := p.tx.refs.local[e.Path]
-				return !ok || r.entry != e
-			})
-		}()
+	if p.left == 0 {
+		close(p.decidedAll)
 	}
+	p.start()
+}
+
+// start starts the proof once every file has reported, if some upload and
+// some reuse or matched the expected manifest. It proves the matched
+// entries' objects first (proveAhead), then, once every file decided, the
+// objects the batch reuses that are still unproven. p.mu is held.
+func (p *ReuseProof) start() {
+	if p.done != nil || p.unreported > 0 || !p.uploaded || (!p.reused && len(p.ahead) == 0) {
+		return
+	}
+	p.done = make(chan error, 1)
+	ahead := p.ahead
+	go func() {
+		if len(ahead) > 0 {
+			p.tx.proveAhead(p.ctx, ahead)
+		}
+		select {
+		case <-p.decidedAll:
+		case <-p.over:
+		}
+		p.mu.Lock()
+		final := p.left == 0 && p.reused && p.uploaded
+		p.mu.Unlock()
+		if !final {
+			// A file failed before deciding, or none reuses: Commit
+			// proves whatever is left.
+			p.done <- nil
+			return
+		}
+		// A file that Resume offered is referenced without waiting for
+		// the base, whose horizon its proof needs.
+		if err := p.tx.awaitBase(p.ctx); err != nil {
+			p.done <- err
+			return
+		}
+		// Only PutFile's reuses: each has its local file to upload
+		// again if its object turns out unusable. Kept files wait for
+		// Commit, which knows which of them a group commit may carry.
+		// (verifyReferences calls skip with tx.mu held.)
+		p.done <- p.tx.verifyReferences(p.ctx, func(e generation.Entry) bool {
+			r, ok := p.tx.refs.local[e.Path]
+			return !ok || r.entry != e
+		})
+	}()
 }
 
 // Wait waits for the proof, if it started, and returns its error.
 func (p *ReuseProof) Wait() error {
+	p.overOnce.Do(func() { close(p.over) })
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
@@ -152,6 +216,33 @@ func (p *ReuseProof) Wait() error {
 		return nil
 	}
 	return <-done
+}
+
+// proveAhead proves, while the pointer is being read, the objects of the
+// expected manifest's entries that files matched. It counts them proven
+// only once the base turns out to be that very manifest: then it was the
+// current generation since before the proof was sent, and the entries are
+// the base's. Otherwise what it learned is dropped, and the proof before
+// the manifest asks again.
+func (tx *Tx) proveAhead(ctx context.Context, entries []generation.Entry) {
+	keys := map[string]bool{}
+	for _, e := range entries {
+		keys[e.Key] = true
+	}
+	stats, err := tx.d.statAll(ctx, slices.Collect(maps.Keys(keys)))
+	if err != nil || tx.awaitBase(ctx) != nil || tx.base == nil || tx.base.ManifestSHA256 != tx.expectedSum {
+		return
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.refs.verified == nil {
+		tx.refs.verified = map[string]bool{}
+	}
+	for _, e := range entries {
+		if st, found := stats[e.Key]; unusable(e, st.size, found) == "" {
+			tx.refs.verified[e.Key] = true
+		}
+	}
 }
 
 // verifyReferences is VerifyReferences, leaving out the entries that

@@ -43,8 +43,10 @@ type Tx struct {
 	stagingStart time.Time
 	// baseCommittedAt is the base pointer's Last-Modified.
 	baseCommittedAt time.Time
-	// expected is the manifest BeginAhead expects the base to have, or nil.
-	expected *generation.Manifest
+	// expected is the manifest BeginAhead expects the base to have, or
+	// nil; expectedSum is its sha256.
+	expected    *generation.Manifest
+	expectedSum string
 
 	mu      sync.Mutex
 	entries map[string]generation.Entry
@@ -136,7 +138,7 @@ func (d *Dataset) BeginAhead(ctx context.Context, sum string) (*Tx, error) {
 	}
 	if b := d.heldManifest(sum); b != nil {
 		if m, err := generation.Decode(b); err == nil {
-			tx.expected = m
+			tx.expected, tx.expectedSum = m, sum
 		}
 	}
 	go tx.readPointer(ctx, true)
@@ -577,7 +579,7 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 	}
 	var candidates []candidate
 	if tx.d.reuse {
-		e, ok, err := tx.baseEntry(ctx, path, fi.Size(), readSum)
+		e, ok, err := tx.baseEntry(ctx, path, fi.Size(), readSum, o.matched)
 		if err != nil {
 			return err
 		}
@@ -624,8 +626,9 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 // file's, for PutFile to compare. While BeginAhead's read of the pointer
 // is under way, a file that differs from the expected manifest's entry,
 // in size or in sha256 (sum), does not wait for the base: none is
-// returned, and the file is uploaded.
-func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func() (string, error)) (generation.Entry, bool, error) {
+// returned, and the file is uploaded. One that matches it is reported to
+// matched, if set, before it waits.
+func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func() (string, error), matched func(generation.Entry)) (generation.Entry, bool, error) {
 	if exp := tx.expectation(); exp != nil {
 		e, ok := exp.Find(path)
 		if !ok || e.Size != size {
@@ -637,6 +640,9 @@ func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func()
 		}
 		if s != e.SHA256 {
 			return generation.Entry{}, false, nil
+		}
+		if matched != nil {
+			matched(e)
 		}
 	}
 	base, err := tx.loadBase(ctx)
@@ -656,6 +662,10 @@ type fileOptions struct {
 	// decided, if set, is told whether PutFile reuses the base's object
 	// (true) or uploads the file (false), before any upload (ReuseProof).
 	decided func(reused bool)
+	// matched, if set, is told the expected manifest's entry the file
+	// matches while BeginAhead's read of the base is under way, before
+	// PutFile waits for the base to decide (ReuseProof).
+	matched func(generation.Entry)
 }
 
 // Expect makes PutFile read its local file only if that is still the file
