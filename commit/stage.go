@@ -193,6 +193,11 @@ func aheadStart(date time.Time, took time.Duration) time.Time {
 	return date.Add(-took - time.Second).UTC()
 }
 
+// WaitBase waits until the base pointer has been read, and returns what
+// the read failed with (after BeginAhead; Begin returns that error itself).
+// Commit fails with it too, deleting what was staged.
+func (tx *Tx) WaitBase(ctx context.Context) error { return tx.awaitBase(ctx) }
+
 // awaitBase waits until the base pointer has been read, and returns what
 // the read failed with.
 func (tx *Tx) awaitBase(ctx context.Context) error {

@@ -278,16 +278,25 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 	defer j.finish(true) //nolint:errcheck // a journal left open is kept for the next put
 	opts.log().Info("staging", "generation", tx.Generation(), "files", len(files))
 
-	if err := stage(ctx, opts, tx, files, j, stderr); err != nil {
-		return keepOrDiscard(ctx, opts, tx, j, err, stderr)
+	staged := stage(ctx, opts, tx, files, j, stderr)
+	if ahead {
+		// The pointer was read while files uploaded. If it could not be,
+		// the dataset needs looking at, not a resume: what was staged is
+		// deleted, as Begin would have written nothing.
+		if err := tx.WaitBase(ctx); err != nil && ctx.Err() == nil {
+			j.finish(false) //nolint:errcheck // what it names is deleted now
+			return discardStaged(ctx, opts.URL, tx, describe(opts.URL, err), stderr)
+		}
+	}
+	if staged != nil {
+		return keepOrDiscard(ctx, opts, tx, j, staged, stderr)
 	}
 	if held != nil && !held.Held() {
 		return keepOrDiscard(ctx, opts, tx, j, fmt.Errorf("lease %q lost while staging: %w", opts.Lease, lease.ErrLost), stderr)
 	}
 	if ahead && tx.Base() == nil {
-		// The dataset has no pointer any more (or it could not be read,
-		// which the commit reports): a first write is probed before it
-		// commits.
+		// The dataset has no pointer any more: a first write is probed
+		// before it commits.
 		if err := probeStore(ctx, s, opts.URL, stderr); err != nil {
 			return discardStaged(ctx, opts.URL, tx, probeError(opts.URL, err), stderr)
 		}
@@ -300,7 +309,6 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 		if same {
 			tx.Discard(context.WithoutCancel(ctx)) //nolint:errcheck // nothing was staged
 			j.finish(false)                        //nolint:errcheck // it recorded only reuses of the current generation
-			opts.noteHead(opts.URL, tx.Base().ManifestSHA256)
 			return reportUnchanged(stdout, opts, tx.Base(), files, fence, fenceLease, start)
 		}
 	}
