@@ -58,6 +58,20 @@ func (l *proxyLog) events() []string {
 	return out
 }
 
+// loggedS3 starts an S3 server and, in front of it, a wanproxy that adds
+// delay each way and logs every request to log. It returns the flags
+// that send publish through the proxy, and a fresh bucket.
+func loggedS3(t *testing.T, delay time.Duration, log *proxyLog) (srv *testenv.S3Server, flags []string, bucket string) {
+	t.Helper()
+	srv = testenv.S3(t)
+	srv.UseCredentials()
+	bucket = srv.NewBucket(t)
+	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, delay, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	return srv, []string{"--endpoint", p.URL, "--path-style"}, bucket
+}
+
 // TestPutReusedProvenOnce: a put through a store 20 ms away that changes
 // two files of four proves the two it reuses in one listing, and sends
 // each request only once what it depends on is answered: the proof and
@@ -74,17 +88,11 @@ func TestPutReusedProvenOnce(t *testing.T) {
 }
 
 func testPutReusedProvenOnce(t *testing.T, cached bool) {
-	srv := testenv.S3(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
 	var log proxyLog
-	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 20*time.Millisecond, &log)
-	require.NoError(t, err)
-	defer p.Close()
+	_, flags, bucket := loggedS3(t, 20*time.Millisecond, &log)
 
 	src := writeTree(t, map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"})
 	url := "s3://" + bucket + "/ds"
-	flags := []string{"--endpoint", p.URL, "--path-style"}
 	if !cached {
 		flags = append(flags, "--no-cache")
 	}
@@ -192,14 +200,8 @@ func testPutReusedProvenOnce(t *testing.T, cached bool) {
 // the data GETs only; with --no-cache, or a cache that lost its copy, it
 // reads the manifest too. Either way it gets the files.
 func TestGetReadsAManifestItHoldsFromTheCache(t *testing.T) {
-	srv := testenv.S3(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
 	var log proxyLog
-	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 0, &log)
-	require.NoError(t, err)
-	defer p.Close()
-	flags := []string{"--endpoint", p.URL, "--path-style"}
+	_, flags, bucket := loggedS3(t, 0, &log)
 	src := writeTree(t, map[string]string{"a": "1", "d/b": "2"})
 	url := "s3://" + bucket + "/ds"
 	ok(t, append(flags, "put", src, url)...)
@@ -249,14 +251,8 @@ func TestGetReadsAManifestItHoldsFromTheCache(t *testing.T) {
 // dataset with commits too.
 func TestPutProbesAFirstWriteItExpectedABaseFor(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.S3(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
 	var log proxyLog
-	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 0, &log)
-	require.NoError(t, err)
-	defer p.Close()
-	flags := []string{"--endpoint", p.URL, "--path-style"}
+	srv, flags, bucket := loggedS3(t, 0, &log)
 	src := writeTree(t, map[string]string{"a": "1"})
 	url := "s3://" + bucket + "/ds"
 	ok(t, append(flags, "put", src, url)...)
