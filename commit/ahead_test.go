@@ -451,3 +451,33 @@ func TestAheadProofEndsWhenAFileFailsBeforeDeciding(t *testing.T) {
 		t.Fatal("the proof waits for a decision that never comes")
 	}
 }
+
+// TestBaseReadIsReturnedOnADoneContext: once the pointer has been read,
+// what needs the base has it even on a context that is done, as a file
+// deciding whether it reuses its object after its batch was cancelled.
+func TestBaseReadIsReturnedOnADoneContext(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	p1, err := publish(t, d, map[string]string{"x": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, begin := range []func() (*commit.Tx, error){
+		func() (*commit.Tx, error) { return d.Begin(ctx) },
+		func() (*commit.Tx, error) {
+			tx, err := d.BeginAhead(ctx, p1.ManifestSHA256)
+			if err == nil {
+				err = tx.WaitBase(ctx)
+			}
+			return tx, err
+		},
+	} {
+		tx, err := begin()
+		require.NoError(t, err)
+		for range 20 {
+			snap, err := tx.BaseSnapshot(done)
+			require.NoError(t, err)
+			require.Equal(t, p1.Generation, snap.Generation())
+		}
+	}
+}

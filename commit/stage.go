@@ -201,6 +201,12 @@ func (tx *Tx) WaitBase(ctx context.Context) error { return tx.awaitBase(ctx) }
 // awaitBase waits until the base pointer has been read, and returns what
 // the read failed with.
 func (tx *Tx) awaitBase(ctx context.Context) error {
+	// A base already read is returned even on a context that is done.
+	select {
+	case <-tx.ready:
+		return tx.baseErr
+	default:
+	}
 	select {
 	case <-tx.ready:
 		return tx.baseErr
