@@ -199,8 +199,8 @@ func TestFilesStagedAheadAreHeldAgainstTheHorizon(t *testing.T) {
 // manifest is stale: another writer changed b and added c since. A file
 // that differs from it (d, new) uploads while the pointer GET is held; one
 // that matches it (a, b) waits for the base, and is reused only if the
-// base has it unchanged (a), else uploaded (b). The commit publishes the
-// local files, and what the proof needs of the base.
+// base has it unchanged (a), else uploaded (b); once the base is read, it
+// alone decides (c, the base's). The commit publishes the local files.
 func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 	ctx := context.Background()
 	held := &heldPointer{Store: mem.New()}
@@ -212,7 +212,7 @@ func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	for name, content := range map[string]string{"a": "1", "b": "1", "d": "4"} {
+	for name, content := range map[string]string{"a": "1", "b": "1", "c": "3", "d": "4"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
 	// A new process: the expected manifest comes from the cache.
@@ -233,7 +233,9 @@ func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 	go func() { gotBase <- tx.Base() }()
 	close(held.release)
 	assert.Equal(t, p2.Generation, (<-gotBase).Generation, "Base waits for the pointer")
-	for _, name := range []string{"a", "b"} {
+	// Once the base is read, it alone decides: c, which the expected
+	// manifest lacks, is the base's.
+	for _, name := range []string{"a", "b", "c"} {
 		require.NoError(t, tx.PutFile(ctx, name, filepath.Join(dir, name)))
 	}
 	p, err := tx.Commit(ctx, commit.CommitOptions{})
@@ -241,7 +243,8 @@ func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 
 	assert.True(t, tx.Reuses("a"), "a is unchanged in the base")
 	assert.False(t, tx.Reuses("b"), "b matches the expected manifest, not the base")
-	assert.Equal(t, 1, tx.Reused())
+	assert.True(t, tx.Reuses("c"), "c is the base's")
+	assert.Equal(t, 2, tx.Reused())
 	snap := checkComplete(t, d2)
 	require.Equal(t, p.Generation, snap.Generation())
 	got := map[string]string{}
@@ -249,11 +252,11 @@ func TestAheadUploadsOnlyWhatDiffersFromTheExpectedManifest(t *testing.T) {
 		b, err := snap.ReadFile(ctx, e.Path)
 		require.NoError(t, err)
 		got[e.Path] = string(b)
-		if e.Path != "a" {
+		if e.Path == "b" || e.Path == "d" {
 			assert.True(t, strings.HasPrefix(e.Key, generation.Prefix(tx.Generation())), "%s is uploaded: %s", e.Path, e.Key)
 		}
 	}
-	assert.Equal(t, map[string]string{"a": "1", "b": "1", "d": "4"}, got)
+	assert.Equal(t, map[string]string{"a": "1", "b": "1", "c": "3", "d": "4"}, got)
 }
 
 // TestAheadPointerReadFailureDiscardsTheUploads: when BeginAhead's pointer
@@ -480,4 +483,78 @@ func TestBaseReadIsReturnedOnADoneContext(t *testing.T) {
 			require.Equal(t, p1.Generation, snap.Generation())
 		}
 	}
+}
+
+// TestAheadUploadOfTheBasesContentIsUnchanged: the expected manifest is
+// stale (another writer changed a since), and the local files are the
+// base's. a differs from the expected manifest, so it is uploaded while
+// the pointer GET is held; it is still the base's file, and the Tx is
+// unchanged, as long as the base's object is there. New content, or the
+// base's object lost, is a change (the upload repairs the base).
+func TestAheadUploadOfTheBasesContentIsUnchanged(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		local     string
+		lose      bool
+		unchanged bool
+	}{
+		{"the base's content", "2", false, true},
+		{"new content", "3", false, false},
+		{"the base's object lost", "2", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := mem.New()
+			held := &heldPointer{Store: s}
+			cache := t.TempDir()
+			// Files staged by PutFile, as put stages them, with their modes.
+			dir := t.TempDir()
+			write := func(files map[string]string) {
+				for name, content := range files {
+					require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+				}
+			}
+			write(map[string]string{"a": "1", "b": "1"})
+			_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
+			write(map[string]string{"a": "2"})
+			other := commit.New(held)
+			_, p2 := putDir(t, other, dir)
+			if c.lose {
+				snap2, err := other.OpenPointer(ctx, p2)
+				require.NoError(t, err)
+				ea, ok := snap2.Manifest.Find("a")
+				require.True(t, ok)
+				require.NoError(t, s.Delete(ctx, ea.Key, store.DeleteOptions{}))
+			}
+
+			write(map[string]string{"a": c.local})
+			held.hold()
+			tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
+			require.NoError(t, err)
+			<-held.started
+			stageAhead(t, tx, "a", filepath.Join(dir, "a"))
+			close(held.release)
+			require.NoError(t, tx.PutFile(ctx, "b", filepath.Join(dir, "b")))
+			same, err := tx.Unchanged(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, c.unchanged, same)
+		})
+	}
+}
+
+// TestUploadOfTheBasesContentWithoutReuseIsAChange: with reuse off, a file
+// the base has unchanged is uploaded again, and that is a change to commit.
+func TestUploadOfTheBasesContentWithoutReuseIsAChange(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	_, err := publish(t, commit.New(s), map[string]string{"a": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	local := filepath.Join(t.TempDir(), "a")
+	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
+	tx, err := commit.New(s, commit.WithReuse(false)).Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutFile(ctx, "a", local))
+	same, err := tx.Unchanged(ctx)
+	require.NoError(t, err)
+	assert.False(t, same)
 }

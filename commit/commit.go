@@ -585,6 +585,12 @@ func (tx *Tx) guard(ctx context.Context, cur *pointer.Pointer, fence uint64, lea
 	if cur == nil {
 		return nil
 	}
+	if tx.base == nil && !cur.GCHorizon.IsZero() {
+		// A first commit that rebased: its staging start is the local
+		// clock's, which no horizon can be judged against.
+		return fmt.Errorf("%w: generation %s began as the dataset's first commit, and the collector has published a horizon (%s) since",
+			ErrStale, tx.gen, cur.GCHorizon.Format(time.RFC3339))
+	}
 	if !cur.GCHorizon.IsZero() && !cur.GCHorizon.Before(tx.stagingStart) {
 		return fmt.Errorf("%w: generation %s started staging at %s, the collector's horizon is %s",
 			ErrStale, tx.gen, tx.stagingStart.Format(time.RFC3339), cur.GCHorizon.Format(time.RFC3339))

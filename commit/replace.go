@@ -74,8 +74,10 @@ func (tx *Tx) Replaced(ctx context.Context) (map[string]generation.Entry, error)
 // with the same mode, the scope holds no other file, and the objects are
 // all still in the store. The check uploads a missing or damaged object
 // again (see VerifyReferences), and then the commit is a change that
-// repairs the dataset. A first commit is never unchanged. Call it after
-// staging.
+// repairs the dataset. A file that PutFile uploaded before BeginAhead's
+// read of the base, because it differed from the expected manifest, counts
+// as the base's file if it has the same content and the base's object is
+// there. A first commit is never unchanged. Call it after staging.
 func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
 	if err := tx.awaitBase(ctx); err != nil {
 		return false, err
@@ -91,14 +93,24 @@ func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
 	scope := tx.scope
 	tx.mu.Unlock()
 	n := 0
+	// The base's entries whose content a file uploaded ahead of the base
+	// read has: it was uploaded only because the expected manifest was not
+	// the base.
+	var same []generation.Entry
 	for _, e := range tx.Entries() {
 		if !strings.HasPrefix(e.Path, scope) {
 			continue
 		}
 		n++
 		old, ok := replaced[e.Path]
-		if !ok || old.Key != e.Key || old.Mode != e.Mode {
+		if !ok || old.Mode != e.Mode {
 			return false, nil
+		}
+		if old.Key != e.Key {
+			if !tx.uploadedAhead(e.Path) || old.Size != e.Size || old.SHA256 != e.SHA256 {
+				return false, nil
+			}
+			same = append(same, old)
 		}
 	}
 	if n != len(replaced) {
@@ -107,7 +119,26 @@ func (tx *Tx) Unchanged(ctx context.Context) (bool, error) {
 	if err := tx.VerifyReferences(ctx); err != nil {
 		return false, err
 	}
-	return tx.Repaired() == 0, nil
+	if tx.Repaired() > 0 {
+		return false, nil
+	}
+	if len(same) == 0 {
+		return true, nil
+	}
+	keys := make([]string, len(same))
+	for i, e := range same {
+		keys[i] = e.Key
+	}
+	stats, err := tx.d.statAll(ctx, keys)
+	if err != nil {
+		return false, fmt.Errorf("commit: verify referenced objects: %w", err)
+	}
+	for _, e := range same {
+		if st, found := stats[e.Key]; unusable(e, st.size, found) != "" {
+			return false, nil // the upload repairs the base
+		}
+	}
+	return true, nil
 }
 
 // ErrTooManyDeletes is matched by a DeleteLimitError.

@@ -93,6 +93,9 @@ type Tx struct {
 	stageOnly bool
 	// left is what the last attempt to delete the staged objects left.
 	left *Leftover
+	// ahead holds the paths PutFile uploaded before the base was read
+	// (BeginAhead), for Unchanged.
+	ahead map[string]bool
 	// scope and replaced are set by ReplacePrefix: the prefix the Tx
 	// replaces and the base's entries under it.
 	scope    string
@@ -106,7 +109,7 @@ func (d *Dataset) Begin(ctx context.Context) (*Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx.readPointer(ctx, false)
+	tx.readPointer(ctx, time.Time{})
 	if tx.baseErr != nil {
 		return nil, tx.baseErr
 	}
@@ -141,7 +144,8 @@ func (d *Dataset) BeginAhead(ctx context.Context, sum string) (*Tx, error) {
 			tx.expected, tx.expectedSum = m, sum
 		}
 	}
-	go tx.readPointer(ctx, true)
+	// The GET's send time is taken before any PutFile can upload.
+	go tx.readPointer(ctx, d.clock.Now())
 	return tx, nil
 }
 
@@ -154,10 +158,11 @@ func (d *Dataset) newTx() (*Tx, error) {
 }
 
 // readPointer reads the base pointer and sets what ready promises, then
-// closes it. ahead says files may be staged while it reads (BeginAhead).
-func (tx *Tx) readPointer(ctx context.Context, ahead bool) {
+// closes it. sent, unless zero, is a time before the GET and before any
+// file was staged: files may be staged while it reads (BeginAhead).
+func (tx *Tx) readPointer(ctx context.Context, sent time.Time) {
 	defer close(tx.ready)
-	sent := tx.d.clock.Now()
+	ahead := !sent.IsZero()
 	p, attrs, err := pointer.Read(ctx, tx.d.s)
 	switch {
 	case errors.Is(err, store.ErrNotExist):
@@ -589,8 +594,12 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 		resumed bool
 	}
 	var candidates []candidate
+	ahead := false // uploaded without waiting for the base
 	if tx.d.reuse {
-		e, ok, err := tx.baseEntry(ctx, path, fi.Size(), readSum, o.matched)
+		var err error
+		var e generation.Entry
+		var ok bool
+		e, ok, ahead, err = tx.baseEntry(ctx, path, fi.Size(), readSum, o.matched)
 		if err != nil {
 			return err
 		}
@@ -630,27 +639,46 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 	if o.decided != nil {
 		o.decided(false)
 	}
-	return tx.putLocal(ctx, path, f, fi, fi.Size(), attrsOf(fi), o)
+	if err := tx.putLocal(ctx, path, f, fi, fi.Size(), attrsOf(fi), o); err != nil {
+		return err
+	}
+	if ahead {
+		tx.mu.Lock()
+		if tx.ahead == nil {
+			tx.ahead = map[string]bool{}
+		}
+		tx.ahead[path] = true
+		tx.mu.Unlock()
+	}
+	return nil
+}
+
+// uploadedAhead reports whether PutFile uploaded path before the base was
+// read, because it differed from the expected manifest (BeginAhead).
+func (tx *Tx) uploadedAhead(path string) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.ahead[path]
 }
 
 // baseEntry returns the base's entry for path if it has size, the local
 // file's, for PutFile to compare. While BeginAhead's read of the pointer
 // is under way, a file that differs from the expected manifest's entry,
 // in size or in sha256 (sum), does not wait for the base: none is
-// returned, and the file is uploaded. One that matches it is reported to
-// matched, if set, before it waits.
-func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func() (string, error), matched func(generation.Entry)) (generation.Entry, bool, error) {
+// returned, and ahead says so. One that matches it is reported to matched,
+// if set, before it waits.
+func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func() (string, error), matched func(generation.Entry)) (e generation.Entry, ok, ahead bool, err error) {
 	if exp := tx.expectation(); exp != nil {
 		e, ok := exp.Find(path)
 		if !ok || e.Size != size {
-			return generation.Entry{}, false, nil
+			return generation.Entry{}, false, true, nil
 		}
 		s, err := sum()
 		if err != nil {
-			return generation.Entry{}, false, err
+			return generation.Entry{}, false, false, err
 		}
 		if s != e.SHA256 {
-			return generation.Entry{}, false, nil
+			return generation.Entry{}, false, true, nil
 		}
 		if matched != nil {
 			matched(e)
@@ -658,10 +686,10 @@ func (tx *Tx) baseEntry(ctx context.Context, path string, size int64, sum func()
 	}
 	base, err := tx.loadBase(ctx)
 	if err != nil || base == nil {
-		return generation.Entry{}, false, err
+		return generation.Entry{}, false, false, err
 	}
-	e, ok := base.Find(path)
-	return e, ok && e.Size == size, nil
+	e, ok = base.Find(path)
+	return e, ok && e.Size == size, false, nil
 }
 
 // FileOption changes how PutFile reads its local file.
