@@ -547,10 +547,10 @@ func TestAheadUploadOfTheBasesContentIsUnchanged(t *testing.T) {
 func TestUploadOfTheBasesContentWithoutReuseIsAChange(t *testing.T) {
 	ctx := context.Background()
 	s := mem.New()
-	_, err := publish(t, commit.New(s), map[string]string{"a": "1"}, commit.CommitOptions{})
-	require.NoError(t, err)
-	local := filepath.Join(t.TempDir(), "a")
+	dir := t.TempDir()
+	local := filepath.Join(dir, "a")
 	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
+	putDir(t, commit.New(s), dir)
 	tx, err := commit.New(s, commit.WithReuse(false)).Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, tx.PutFile(ctx, "a", local))

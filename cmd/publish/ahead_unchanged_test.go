@@ -8,9 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/commitptr/commitptr/internal/testenv"
-	"github.com/commitptr/commitptr/internal/wanproxy"
 )
 
 // TestPutOfTheCurrentGenerationIsUnchangedWhateverThisMachineCommittedLast:
@@ -21,14 +18,8 @@ import (
 // the manifest this machine expected, through a store 20 ms away.
 func TestPutOfTheCurrentGenerationIsUnchangedWhateverThisMachineCommittedLast(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	srv := testenv.S3(t)
-	srv.UseCredentials()
-	bucket := srv.NewBucket(t)
 	var log proxyLog
-	p, err := wanproxy.Start("127.0.0.1:0", srv.Endpoint, 20*time.Millisecond, &log)
-	require.NoError(t, err)
-	defer p.Close()
-	flags := []string{"--endpoint", p.URL, "--path-style"}
+	_, flags, bucket := loggedS3(t, 20*time.Millisecond, &log)
 	url := "s3://" + bucket + "/ds"
 
 	src := writeTree(t, map[string]string{"a": "1", "b": "1"})
