@@ -220,10 +220,10 @@ func (p *ReuseProof) Wait() error {
 
 // proveAhead proves, while the pointer is being read, the objects of the
 // expected manifest's entries that files matched. It counts them proven
-// only once the base turns out to be that very manifest: then it was the
-// current generation since before the proof was sent, and the entries are
-// the base's. Otherwise what it learned is dropped, and the proof before
-// the manifest asks again.
+// only once the base turns out to be that very manifest: the objects are
+// then the base's, which the collector does not delete while the base is
+// current (and the pointer PUT fails if it no longer is). Otherwise what
+// it learned is dropped, and the proof before the manifest asks again.
 func (tx *Tx) proveAhead(ctx context.Context, entries []generation.Entry) {
 	keys := map[string]bool{}
 	for _, e := range entries {

@@ -167,9 +167,9 @@ func (tx *Tx) readPointer(ctx context.Context, sent time.Time) {
 	switch {
 	case errors.Is(err, store.ErrNotExist):
 		// First commit. No collector runs on a dataset without a pointer
-		// (it has nowhere to publish a horizon), so the staging start only
-		// needs to be a server time, and the local one will do for a start
-		// that is never compared.
+		// (it has nowhere to publish a horizon), and a first commit is
+		// refused once one has been published (see guard), so the local
+		// clock will do for a start that is never compared.
 		tx.stagingStart = time.Now().UTC()
 	case err != nil:
 		tx.baseErr = fmt.Errorf("commit: read base pointer: %w", err)
