@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,4 +31,26 @@ func TestPutOfTheCurrentGenerationIsUnchangedWhateverThisMachineCommittedLast(t 
 	assert.Contains(t, ok(t, append(flags, "put", "--dry-run", src, url)...), "unchanged")
 	out := ok(t, append(flags, "put", src, url)...)
 	assert.Contains(t, out, "unchanged: seq 2 ", "put committed instead:\n%s", out)
+}
+
+// TestPutReadsNoHeadRecordThatIsNotAFile: the record of the manifest this
+// machine committed last is read only from a regular file: a FIFO put in
+// its place neither blocks put nor counts as a record.
+func TestPutReadsNoHeadRecordThatIsNotAFile(t *testing.T) {
+	url := memURL()
+	ok(t, "put", writeTree(t, map[string]string{"a": "1"}), url)
+	g := &globalOptions{}
+	path := g.headPath(url)
+	require.NotEmpty(t, g.lastHead(url), "the put recorded its manifest")
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	done := make(chan string, 1)
+	go func() { done <- g.lastHead(url) }()
+	select {
+	case head := <-done:
+		assert.Empty(t, head)
+	case <-time.After(30 * time.Second):
+		t.Fatal("reading the record waits on a FIFO")
+	}
+	ok(t, "put", writeTree(t, map[string]string{"a": "2"}), url)
 }

@@ -235,7 +235,8 @@ func runPut(ctx context.Context, opts putOptions, stdout, stderr io.Writer) erro
 
 	// With the manifest this machine committed last, files that differ
 	// from it upload while the pointer is read. A first write is probed
-	// before anything is staged.
+	// before it commits: before staging after Begin, after it after
+	// BeginAhead, which learns only then that there is no pointer.
 	expected := opts.lastHead(opts.URL)
 	ahead := expected != "" && !opts.Probe
 	var tx *commit.Tx
