@@ -558,3 +558,34 @@ func TestUploadOfTheBasesContentWithoutReuseIsAChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, same)
 }
+
+// TestAheadUploadOfAFileNewToTheExpectedManifestIsUnchanged: another
+// writer added c since the expected manifest; c is uploaded ahead, since
+// the expected manifest lacks it, and is still the base's file: the Tx is
+// unchanged.
+func TestAheadUploadOfAFileNewToTheExpectedManifestIsUnchanged(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	held := &heldPointer{Store: s}
+	cache := t.TempDir()
+	dir := t.TempDir()
+	write := func(files map[string]string) {
+		for name, content := range files {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+		}
+	}
+	write(map[string]string{"a": "1"})
+	_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
+	write(map[string]string{"c": "new"})
+	putDir(t, commit.New(held), dir)
+	held.hold()
+	tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
+	require.NoError(t, err)
+	<-held.started
+	stageAhead(t, tx, "c", filepath.Join(dir, "c"))
+	close(held.release)
+	require.NoError(t, tx.PutFile(ctx, "a", filepath.Join(dir, "a")))
+	same, err := tx.Unchanged(ctx)
+	require.NoError(t, err)
+	assert.True(t, same, "c, uploaded ahead because the expected manifest lacked it, is the base's file")
+}

@@ -110,6 +110,8 @@ type ReuseProof struct {
 	over       chan struct{} // closed by Wait: no more decisions come
 	overOnce   sync.Once
 	done       chan error // set once the proof started
+	waitOnce   sync.Once
+	err        error // what the proof returned, once Wait took it
 }
 
 // NewReuseProof returns the proof for a batch of n PutFile calls, each to
@@ -176,18 +178,12 @@ func (p *ReuseProof) start() {
 		if len(ahead) > 0 {
 			p.tx.proveAhead(p.ctx, ahead)
 		}
+		// Every file decided, or the batch is over (a file failed
+		// before deciding): the reuses decided are proven now, whatever
+		// is left in Commit.
 		select {
 		case <-p.decidedAll:
 		case <-p.over:
-		}
-		p.mu.Lock()
-		final := p.left == 0 && p.reused && p.uploaded
-		p.mu.Unlock()
-		if !final {
-			// A file failed before deciding, or none reuses: Commit
-			// proves whatever is left.
-			p.done <- nil
-			return
 		}
 		// A file that Resume offered is referenced without waiting for
 		// the base, whose horizon its proof needs.
@@ -206,7 +202,8 @@ func (p *ReuseProof) start() {
 	}()
 }
 
-// Wait waits for the proof, if it started, and returns its error.
+// Wait waits for the proof, if it started, and returns its error; again,
+// the same error.
 func (p *ReuseProof) Wait() error {
 	p.overOnce.Do(func() { close(p.over) })
 	p.mu.Lock()
@@ -215,7 +212,8 @@ func (p *ReuseProof) Wait() error {
 	if done == nil {
 		return nil
 	}
-	return <-done
+	p.waitOnce.Do(func() { p.err = <-done })
+	return p.err
 }
 
 // proveAhead proves, while the pointer is being read, the objects of the

@@ -242,13 +242,33 @@ func TestEarlyProofRepairsWhileUploading(t *testing.T) {
 // out to change nothing (and a put then discards it), so AddDir does not
 // prove it; Commit does, in one listing.
 func TestEarlyProofNotForAReuseOnlyBatch(t *testing.T) {
+	for _, ahead := range []bool{false, true} {
+		name := "Begin"
+		if ahead {
+			name = "BeginAhead"
+		}
+		t.Run(name, func(t *testing.T) { testEarlyProofNotForAReuseOnlyBatch(t, ahead) })
+	}
+}
+
+// On a Tx of BeginAhead the files match the expected manifest, and report
+// it before the base is read: still no proof.
+func testEarlyProofNotForAReuseOnlyBatch(t *testing.T, ahead bool) {
 	ctx := context.Background()
 	l := &orderLog{Store: mem.New()}
-	d := commit.New(l, commit.WithConcurrency(4))
+	cache := t.TempDir()
+	d := commit.New(l, commit.WithConcurrency(4), commit.WithManifestCache(cache))
 	dir := writeFiles(t, 3, "1")
-	putDir(t, d, dir)
-	tx, err := d.Begin(ctx)
+	_, base := putDir(t, d, dir)
+	var tx *commit.Tx
+	var err error
+	if ahead {
+		tx, err = commit.New(l, commit.WithConcurrency(4), commit.WithManifestCache(cache)).BeginAhead(ctx, base.ManifestSHA256)
+	} else {
+		tx, err = d.Begin(ctx)
+	}
 	require.NoError(t, err)
+	require.NoError(t, tx.WaitBase(ctx))
 	l.reset()
 	require.NoError(t, tx.AddDir(ctx, dir))
 	require.Equal(t, 3, tx.Reused())
@@ -268,4 +288,33 @@ func TestEarlyProofNotForAReuseOnlyBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, proofs(), "Commit proves the reused files\n%s", l.timeline())
 	checkComplete(t, d)
+}
+
+// TestReuseProofWaitAgainReturnsItsResult: a second Wait on a proof that
+// ran returns the same result instead of blocking.
+func TestReuseProofWaitAgainReturnsItsResult(t *testing.T) {
+	ctx := context.Background()
+	d := commit.New(mem.New())
+	_, err := publish(t, d, map[string]string{"a": "1", "b": "1"}, commit.CommitOptions{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a"), []byte("1"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b"), []byte("changed"), 0o644))
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	proof := tx.NewReuseProof(ctx, 2)
+	require.NoError(t, tx.PutFile(ctx, "a", filepath.Join(dir, "a"), proof.Option()))
+	require.NoError(t, tx.PutFile(ctx, "b", filepath.Join(dir, "b"), proof.Option()))
+	require.Equal(t, 1, tx.Reused())
+	require.NoError(t, proof.Wait())
+	again := make(chan error, 1)
+	go func() { again <- proof.Wait() }()
+	select {
+	case err := <-again:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second Wait on a proof that ran blocks")
+	}
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
 }

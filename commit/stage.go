@@ -789,16 +789,19 @@ func (tx *Tx) AddDir(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(tx.d.concurrency)
-	proof := tx.NewReuseProof(ctx, len(files))
-	for _, f := range files {
+	rels := make([]string, len(files))
+	for i, f := range files {
 		rel, err := filepath.Rel(dir, f.path)
 		if err != nil {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
-		g.Go(func() error { return tx.PutFile(gctx, rel, f.path, Expect(f.info), proof.Option()) })
+		rels[i] = filepath.ToSlash(rel)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(tx.d.concurrency)
+	proof := tx.NewReuseProof(ctx, len(files))
+	for i, f := range files {
+		g.Go(func() error { return tx.PutFile(gctx, rels[i], f.path, Expect(f.info), proof.Option()) })
 	}
 	err = g.Wait()
 	return errors.Join(err, proof.Wait())
