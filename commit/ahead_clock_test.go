@@ -2,8 +2,6 @@ package commit_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -56,19 +54,8 @@ func TestAheadStartPrecedesUploadsSentBeforeThePointerGET(t *testing.T) {
 	start := time.Date(2030, 1, 2, 3, 4, 5, 900e6, time.UTC)
 	clock := &setClock{now: start}
 	s := wholeSeconds{mem.New(mem.WithClock(clock.Now))}
-	d := commit.New(s)
 	gate := &gatedClock{setClock: clock}
-	commit.SetRoundClock(d, gate)
-	dir := t.TempDir()
-	local := filepath.Join(dir, "x")
-	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
-	tx0, err := d.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, tx0.PutFile(ctx, "x", local))
-	p1, err := tx0.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
-
-	require.NoError(t, os.WriteFile(local, []byte("2"), 0o644))
+	d, local, p1 := committedX(t, s, gate)
 	gate.arm()
 	began := make(chan *commit.Tx, 1)
 	go func() {

@@ -134,6 +134,36 @@ func (h *heldPointer) Get(ctx context.Context, key string) (io.ReadCloser, store
 	return h.Store.Get(ctx, key)
 }
 
+// writeInto writes files (name → content) into dir.
+func writeInto(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+}
+
+// committedX commits a local file x = "1" to s with a Dataset on clock,
+// then changes x to "2" for the next commit. It returns the Dataset, the
+// local file and the pointer committed.
+func committedX(t *testing.T, s store.Store, clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}) (*commit.Dataset, string, *pointer.Pointer) {
+	t.Helper()
+	ctx := context.Background()
+	d := commit.New(s)
+	commit.SetRoundClock(d, clock)
+	local := filepath.Join(t.TempDir(), "x")
+	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutFile(ctx, "x", local))
+	p, err := tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(local, []byte("2"), 0o644))
+	return d, local, p
+}
+
 // stageAhead runs PutFile of path from local on tx and fails t if it
 // waits for the held pointer GET instead of uploading at once.
 func stageAhead(t *testing.T, tx *commit.Tx, path, local string) {
@@ -161,18 +191,7 @@ func TestFilesStagedAheadAreHeldAgainstTheHorizon(t *testing.T) {
 	clock := &setClock{now: start}
 	s := wholeSeconds{mem.New(mem.WithClock(clock.Now))}
 	held := &heldPointer{Store: s}
-	d := commit.New(held)
-	commit.SetRoundClock(d, clock)
-	dir := t.TempDir()
-	local := filepath.Join(dir, "x")
-	require.NoError(t, os.WriteFile(local, []byte("1"), 0o644))
-	tx0, err := d.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, tx0.PutFile(ctx, "x", local))
-	p1, err := tx0.Commit(ctx, commit.CommitOptions{})
-	require.NoError(t, err)
-
-	require.NoError(t, os.WriteFile(local, []byte("2"), 0o644))
+	d, local, p1 := committedX(t, held, clock)
 	held.hold()
 	tx, err := d.BeginAhead(ctx, p1.ManifestSHA256)
 	require.NoError(t, err)
@@ -509,11 +528,7 @@ func TestAheadUploadOfTheBasesContentIsUnchanged(t *testing.T) {
 			cache := t.TempDir()
 			// Files staged by PutFile, as put stages them, with their modes.
 			dir := t.TempDir()
-			write := func(files map[string]string) {
-				for name, content := range files {
-					require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
-				}
-			}
+			write := func(files map[string]string) { writeInto(t, dir, files) }
 			write(map[string]string{"a": "1", "b": "1"})
 			_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
 			write(map[string]string{"a": "2"})
@@ -569,11 +584,7 @@ func TestAheadUploadOfAFileNewToTheExpectedManifestIsUnchanged(t *testing.T) {
 	held := &heldPointer{Store: s}
 	cache := t.TempDir()
 	dir := t.TempDir()
-	write := func(files map[string]string) {
-		for name, content := range files {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
-		}
-	}
+	write := func(files map[string]string) { writeInto(t, dir, files) }
 	write(map[string]string{"a": "1"})
 	_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
 	write(map[string]string{"c": "new"})
