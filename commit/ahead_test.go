@@ -504,22 +504,26 @@ func TestBaseReadIsReturnedOnADoneContext(t *testing.T) {
 	}
 }
 
-// TestAheadUploadOfTheBasesContentIsUnchanged: the expected manifest is
-// stale (another writer changed a since), and the local files are the
-// base's. a differs from the expected manifest, so it is uploaded while
-// the pointer GET is held; it is still the base's file, and the Tx is
-// unchanged, as long as the base's object is there. New content, or the
-// base's object lost, is a change (the upload repairs the base).
+// TestAheadUploadOfTheBasesContentIsUnchanged: the expected manifest (a,
+// b) is stale: another writer changed a, or added c, since. A file that
+// differs from the expected manifest is uploaded while the pointer GET is
+// held; when it has the base's content, it is still the base's file, and
+// the Tx is unchanged, as long as the base's object is there. New
+// content, or the base's object lost, is a change (the upload repairs the
+// base).
 func TestAheadUploadOfTheBasesContentIsUnchanged(t *testing.T) {
 	for _, c := range []struct {
 		name      string
-		local     string
-		lose      bool
+		theirs    map[string]string // the other writer's change
+		mine      map[string]string // the local files' change after it
+		ahead     string            // the file staged ahead
+		lose      bool              // the base's object of it is lost
 		unchanged bool
 	}{
-		{"the base's content", "2", false, true},
-		{"new content", "3", false, false},
-		{"the base's object lost", "2", true, false},
+		{"the base's content", map[string]string{"a": "2"}, nil, "a", false, true},
+		{"a file new to the expected manifest", map[string]string{"c": "3"}, nil, "c", false, true},
+		{"new content", map[string]string{"a": "2"}, map[string]string{"a": "3"}, "a", false, false},
+		{"the base's object lost", map[string]string{"a": "2"}, nil, "a", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -528,28 +532,33 @@ func TestAheadUploadOfTheBasesContentIsUnchanged(t *testing.T) {
 			cache := t.TempDir()
 			// Files staged by PutFile, as put stages them, with their modes.
 			dir := t.TempDir()
-			write := func(files map[string]string) { writeInto(t, dir, files) }
-			write(map[string]string{"a": "1", "b": "1"})
+			writeInto(t, dir, map[string]string{"a": "1", "b": "1"})
 			_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
-			write(map[string]string{"a": "2"})
+			writeInto(t, dir, c.theirs)
 			other := commit.New(held)
 			_, p2 := putDir(t, other, dir)
 			if c.lose {
 				snap2, err := other.OpenPointer(ctx, p2)
 				require.NoError(t, err)
-				ea, ok := snap2.Manifest.Find("a")
+				e, ok := snap2.Manifest.Find(c.ahead)
 				require.True(t, ok)
-				require.NoError(t, s.Delete(ctx, ea.Key, store.DeleteOptions{}))
+				require.NoError(t, s.Delete(ctx, e.Key, store.DeleteOptions{}))
 			}
 
-			write(map[string]string{"a": c.local})
+			writeInto(t, dir, c.mine)
 			held.hold()
 			tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
 			require.NoError(t, err)
 			<-held.started
-			stageAhead(t, tx, "a", filepath.Join(dir, "a"))
+			stageAhead(t, tx, c.ahead, filepath.Join(dir, c.ahead))
 			close(held.release)
-			require.NoError(t, tx.PutFile(ctx, "b", filepath.Join(dir, "b")))
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				if e.Name() != c.ahead {
+					require.NoError(t, tx.PutFile(ctx, e.Name(), filepath.Join(dir, e.Name())))
+				}
+			}
 			same, err := tx.Unchanged(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, c.unchanged, same)
@@ -572,31 +581,4 @@ func TestUploadOfTheBasesContentWithoutReuseIsAChange(t *testing.T) {
 	same, err := tx.Unchanged(ctx)
 	require.NoError(t, err)
 	assert.False(t, same)
-}
-
-// TestAheadUploadOfAFileNewToTheExpectedManifestIsUnchanged: another
-// writer added c since the expected manifest; c is uploaded ahead, since
-// the expected manifest lacks it, and is still the base's file: the Tx is
-// unchanged.
-func TestAheadUploadOfAFileNewToTheExpectedManifestIsUnchanged(t *testing.T) {
-	ctx := context.Background()
-	s := mem.New()
-	held := &heldPointer{Store: s}
-	cache := t.TempDir()
-	dir := t.TempDir()
-	write := func(files map[string]string) { writeInto(t, dir, files) }
-	write(map[string]string{"a": "1"})
-	_, p1 := putDir(t, commit.New(held, commit.WithManifestCache(cache)), dir)
-	write(map[string]string{"c": "new"})
-	putDir(t, commit.New(held), dir)
-	held.hold()
-	tx, err := commit.New(held, commit.WithManifestCache(cache)).BeginAhead(ctx, p1.ManifestSHA256)
-	require.NoError(t, err)
-	<-held.started
-	stageAhead(t, tx, "c", filepath.Join(dir, "c"))
-	close(held.release)
-	require.NoError(t, tx.PutFile(ctx, "a", filepath.Join(dir, "a")))
-	same, err := tx.Unchanged(ctx)
-	require.NoError(t, err)
-	assert.True(t, same, "c, uploaded ahead because the expected manifest lacked it, is the base's file")
 }
