@@ -118,11 +118,7 @@ type ReuseProof struct {
 // be given its Option. Wait for it once they have all returned. The proof
 // runs on ctx, not on a context its batch cancels when it returns.
 func (tx *Tx) NewReuseProof(ctx context.Context, n int) *ReuseProof {
-	p := &ReuseProof{tx: tx, ctx: ctx, left: n, unreported: n, decidedAll: make(chan struct{}), over: make(chan struct{})}
-	if n == 0 {
-		close(p.decidedAll)
-	}
-	return p
+	return &ReuseProof{tx: tx, ctx: ctx, left: n, unreported: n, decidedAll: make(chan struct{}), over: make(chan struct{})}
 }
 
 // Option is the FileOption to pass to each PutFile of the batch.

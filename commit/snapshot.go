@@ -178,13 +178,7 @@ func (d *Dataset) cachedManifest(ctx context.Context, gen, sha string) (*generat
 // heldManifest returns the stored bytes of the manifest whose sha256 is
 // sum if this Dataset or its cache holds them, else nil. It reads no store.
 func (d *Dataset) heldManifest(sum string) []byte {
-	d.last.mu.Lock()
-	b := d.last.stored
-	if sum == "" || d.last.sha != sum {
-		b = nil
-	}
-	d.last.mu.Unlock()
-	if b != nil {
+	if b := d.last.bySum(sum); b != nil {
 		return b
 	}
 	return d.cache.get(sum)
@@ -237,6 +231,16 @@ func (c *lastManifest) get(gen, sha string) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sha == "" || c.gen != gen || c.sha != sha {
+		return nil
+	}
+	return c.stored
+}
+
+// bySum returns the stored bytes held if their sha256 is sha, else nil.
+func (c *lastManifest) bySum(sha string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sha == "" || c.sha != sha {
 		return nil
 	}
 	return c.stored
