@@ -112,6 +112,7 @@ type Dataset struct {
 	writer      string
 	concurrency int
 	compress    bool
+	partSize    int64
 	reuse       bool
 	retry       Retry
 	log         *slog.Logger
@@ -145,6 +146,20 @@ func WithConcurrency(n int) Option {
 // encoding, and readers decode transparently.
 func WithCompression(on bool) Option { return func(d *Dataset) { d.compress = on } }
 
+// WithPartSize sets the span of the part checksums recorded for each
+// file stored as is and longer than one part, which let readers verify a
+// range without reading the whole file (see generation.Entry.Parts). The
+// default is generation.DefaultPartSize; 0 records none, and other values
+// are held within [generation.MinPartSize, generation.MaxPartSize].
+func WithPartSize(n int64) Option {
+	return func(d *Dataset) {
+		if n != 0 {
+			n = min(max(n, generation.MinPartSize), generation.MaxPartSize)
+		}
+		d.partSize = n
+	}
+}
+
 // WithReuse(false) makes PutFile upload every file, even one the base
 // generation already holds unchanged. The default is true.
 func WithReuse(on bool) Option { return func(d *Dataset) { d.reuse = on } }
@@ -162,6 +177,7 @@ func New(s store.Store, opts ...Option) *Dataset {
 		s:           s,
 		writer:      host + ":" + strconv.Itoa(os.Getpid()),
 		concurrency: 16,
+		partSize:    generation.DefaultPartSize,
 		reuse:       true,
 		retry:       DefaultRetry,
 		log:         slog.New(slog.DiscardHandler),

@@ -416,7 +416,13 @@ func (tx *Tx) upload(ctx context.Context, path string, r io.Reader, size int64, 
 		return generation.Entry{}, err
 	}
 	h := sha256.New()
-	counted := &countingReader{r: io.TeeReader(r, h)}
+	var sums io.Writer = h
+	var parts *generation.PartHasher
+	if tx.d.partSize > 0 && !tx.d.compress {
+		parts = generation.NewPartHasher(tx.d.partSize)
+		sums = io.MultiWriter(h, parts)
+	}
+	counted := &countingReader{r: io.TeeReader(r, sums)}
 	opts := store.PutOptions{Size: size}
 	var body io.Reader = counted
 	encoding := generation.EncodingNone
@@ -437,8 +443,12 @@ func (tx *Tx) upload(ctx context.Context, path string, r io.Reader, size int64, 
 	if want != "" && sum != want {
 		return generation.Entry{}, fmt.Errorf("commit: stage %q: the content differs from the entry: sha256 %s, not %s", path, sum, want)
 	}
-	return generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: sum, Encoding: encoding,
-		Mode: attrs.mode, MTime: attrs.mtime}, nil
+	e := generation.Entry{Path: path, Key: key, Size: counted.n, SHA256: sum, Encoding: encoding,
+		Mode: attrs.mode, MTime: attrs.mtime}
+	if parts != nil {
+		e.PartSize, e.Parts = parts.Parts()
+	}
+	return e, nil
 }
 
 // putLocal stages the local file f at path, as put does, reading at most

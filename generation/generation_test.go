@@ -282,7 +282,7 @@ func TestManifestRebased(t *testing.T) {
 		"count in format 2":      func(m *generation.Manifest) { m.Format = generation.Format },
 		"format 4 without count": func(m *generation.Manifest) { m.Rebased = 0 },
 		"negative count":         func(m *generation.Manifest) { m.Rebased = -1 },
-		"format 5":               func(m *generation.Manifest) { m.Format = generation.FormatRebased + 1 },
+		"format 5 without parts": func(m *generation.Manifest) { m.Format = generation.FormatParts },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := manifest(t, 1)

@@ -35,6 +35,11 @@ const FormatCarried = 3
 // when Rebased is not zero.
 const FormatRebased = 4
 
+// FormatParts is the format of a manifest with part checksums (see
+// Entry.Parts): format 4, with Carried and Rebased only where they are
+// set. Encode writes it only when an entry has parts.
+const FormatParts = 5
+
 // FormatV1 is the first manifest format: entries without Mode and MTime.
 // Decode still reads it.
 const FormatV1 = 1
@@ -130,6 +135,12 @@ type Entry struct {
 	// MTime is the file's modification time; zero when not recorded.
 	// Format 2.
 	MTime time.Time `json:"mtime,omitzero"`
+	// PartSize and Parts are the file's part checksums: the sha256 of
+	// each PartSize bytes, in order, as one string of lower-case hex.
+	// Only a file stored as is and longer than PartSize has them; see
+	// parts.go. Format 5.
+	PartSize int64  `json:"part_size,omitempty"`
+	Parts    string `json:"parts,omitempty"`
 }
 
 // FormatMode returns the Mode string for the permission bits of m.
@@ -200,7 +211,8 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // Encode sorts the entries and the carried writers, sets the format to
 // the oldest that holds them (FormatV1 unless an entry records a mode or a
 // modification time, FormatCarried when it carried writers,
-// FormatRebased when it rebased), validates
+// FormatRebased when it rebased, FormatParts when an entry has part
+// checksums), validates
 // the manifest and returns its stored form: JSON,
 // zstd-compressed when larger than CompressAbove.
 func Encode(m *Manifest) ([]byte, error) {
@@ -208,6 +220,8 @@ func Encode(m *Manifest) ([]byte, error) {
 	slices.SortFunc(m.Carried, func(a, b Carried) int { return strings.Compare(a.Generation, b.Generation) })
 	m.Format = FormatV1
 	switch {
+	case slices.ContainsFunc(m.Entries, Entry.HasParts):
+		m.Format = FormatParts
 	case m.Rebased != 0:
 		m.Format = FormatRebased
 	case len(m.Carried) > 0:
@@ -286,7 +300,7 @@ func Decode(stored []byte) (*Manifest, error) {
 		}
 	}
 	var m Manifest
-	if err := strictjson.Decode(b, []int{FormatV1, Format, FormatCarried, FormatRebased}, &m); err != nil {
+	if err := strictjson.Decode(b, []int{FormatV1, Format, FormatCarried, FormatRebased, FormatParts}, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := m.Validate(); err != nil {
@@ -302,14 +316,16 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("%w: generation %q: %s", ErrCorrupt, m.Generation, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case m.Format < FormatV1 || m.Format > FormatRebased:
+	case m.Format < FormatV1 || m.Format > FormatParts:
 		return bad("format %d", m.Format)
 	case m.Format < FormatCarried && len(m.Carried) > 0:
 		return bad("format %d carries no other writers", m.Format)
 	case m.Format == FormatCarried && len(m.Carried) == 0:
 		return bad("format %d without carried writers", m.Format)
-	case m.Rebased < 0, m.Format != FormatRebased && m.Rebased != 0, m.Format == FormatRebased && m.Rebased == 0:
+	case m.Rebased < 0, m.Format < FormatRebased && m.Rebased != 0, m.Format == FormatRebased && m.Rebased == 0:
 		return bad("format %d with %d rebases", m.Format, m.Rebased)
+	case m.Format == FormatParts && !slices.ContainsFunc(m.Entries, Entry.HasParts):
+		return bad("format %d without part checksums", m.Format)
 	}
 	for i, c := range m.Carried {
 		if err := Valid(c.Generation); err != nil {
@@ -361,6 +377,12 @@ func (m *Manifest) Validate() error {
 		}
 		if m.Format == FormatV1 && e.hasV2Fields() {
 			return bad("entry %q: format %d records no mode or modification time", e.Path, m.Format)
+		}
+		if why := e.checkParts(); why != "" {
+			return bad("entry %q: %s", e.Path, why)
+		}
+		if m.Format < FormatParts && e.HasParts() {
+			return bad("entry %q: format %d records no part checksums", e.Path, m.Format)
 		}
 	}
 	return nil
