@@ -135,6 +135,12 @@ func (c *Counter) Get(ctx context.Context, key string) (io.ReadCloser, Attrs, er
 	return c.s.Get(ctx, key)
 }
 
+// GetRange counts as a Get: a ranged GET is a GET request.
+func (c *Counter) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, Attrs, error) {
+	c.n[OpGet].Add(1)
+	return c.s.GetRange(ctx, key, off, n)
+}
+
 func (c *Counter) Head(ctx context.Context, key string) (Attrs, error) {
 	c.n[OpHead].Add(1)
 	return c.s.Head(ctx, key)

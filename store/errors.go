@@ -25,6 +25,9 @@ var (
 	// ErrInvalidKey: the key cannot be stored by this driver (empty, or a
 	// form the driver refuses, such as a ".." segment on the fs driver).
 	ErrInvalidKey = errors.New("store: invalid key")
+	// ErrInvalidRange: a GetRange starts at or past the object's end
+	// (HTTP 416).
+	ErrInvalidRange = errors.New("store: range not satisfiable")
 	// ErrNotEnforced: the store ignores conditional writes (see Probe).
 	ErrNotEnforced = errors.New("store: conditional writes are not enforced")
 	// ErrNoServerTime: a response carried no Date header, so the store's

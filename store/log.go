@@ -35,6 +35,13 @@ func (l *logged) Get(ctx context.Context, key string) (io.ReadCloser, Attrs, err
 	return rc, a, err
 }
 
+func (l *logged) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, Attrs, error) {
+	start := time.Now()
+	rc, a, err := l.s.GetRange(ctx, key, off, n)
+	l.done(ctx, OpGet, key, start, err, "offset", off, "length", n)
+	return rc, a, err
+}
+
 func (l *logged) Head(ctx context.Context, key string) (Attrs, error) {
 	start := time.Now()
 	a, err := l.s.Head(ctx, key)

@@ -26,6 +26,11 @@ func (x *prefixed) Get(ctx context.Context, key string) (io.ReadCloser, Attrs, e
 	return rc, a, err
 }
 
+func (x *prefixed) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, Attrs, error) {
+	rc, a, err := x.s.GetRange(ctx, x.p+key, off, n)
+	return rc, a, err
+}
+
 func (x *prefixed) Head(ctx context.Context, key string) (Attrs, error) {
 	a, err := x.s.Head(ctx, x.p+key)
 	return a, err

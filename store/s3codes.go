@@ -34,6 +34,8 @@ func ClassOfS3(code string, status int, ifMatch bool) error {
 		return notExist
 	case http.StatusPreconditionFailed:
 		return ErrPrecondition
+	case http.StatusRequestedRangeNotSatisfiable:
+		return ErrInvalidRange
 	case http.StatusConflict:
 		// Only ConditionalRequestConflict (matched above) is retryable;
 		// other 409s, such as a key that is a directory on a POSIX-backed

@@ -36,6 +36,14 @@ type Store interface {
 	// If the key does not exist, Get returns an error matching ErrNotExist.
 	Get(ctx context.Context, key string) (io.ReadCloser, Attrs, error)
 
+	// GetRange opens at most n bytes of the object from byte offset off
+	// (off >= 0, n >= 1; anything else is refused without a request). The
+	// body is shorter than n when the object ends first. A range that
+	// starts at or past the object's end returns an error matching
+	// ErrInvalidRange; a missing key, ErrNotExist. The Attrs are Get's:
+	// Size is the whole object's, not the range's.
+	GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, Attrs, error)
+
 	// Head returns the object's attributes without its body.
 	// If the key does not exist, Head returns an error matching ErrNotExist.
 	Head(ctx context.Context, key string) (Attrs, error)
@@ -84,7 +92,8 @@ const MaxDeleteBatch = 1000
 // MaxListPage is the most entries one List page holds (the S3 limit).
 const MaxListPage = 1000
 
-// Attrs are the attributes of an object, as returned by Get, Head and Put.
+// Attrs are the attributes of an object, as returned by Get, GetRange, Head
+// and Put.
 type Attrs struct {
 	// ETag is the object's version token: opaque, defined by the driver
 	// (an S3 entity tag without its quotes; a Cloud Storage generation),

@@ -34,6 +34,13 @@ func (w *slow) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs,
 	return w.s.Get(ctx, key)
 }
 
+func (w *slow) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	if err := w.wait(ctx); err != nil {
+		return nil, store.Attrs{}, err
+	}
+	return w.s.GetRange(ctx, key, off, n)
+}
+
 func (w *slow) Head(ctx context.Context, key string) (store.Attrs, error) {
 	if err := w.wait(ctx); err != nil {
 		return store.Attrs{}, err

@@ -572,6 +572,66 @@ func TestStoreRules(t *testing.T) {
 	})
 }
 
+// TestStoreGetRangeSuffersTheFaultsOfAGet: a ranged GET is a GET to the
+// rules and the rates: a rule on gets strikes it, a held one answers with
+// what the store had when the request was made, and a cut breaks its body
+// off halfway through the range.
+func TestStoreGetRangeSuffersTheFaultsOfAGet(t *testing.T) {
+	ctx := context.Background()
+	data := make([]byte, 100)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	newMem := func(t *testing.T) *mem.Store {
+		m := mem.New()
+		_, err := m.Put(ctx, "k", bytes.NewReader(data), store.PutOptions{})
+		require.NoError(t, err)
+		return m
+	}
+	readRange := func(s store.Store, off, n int64) ([]byte, error) {
+		rc, _, err := s.GetRange(ctx, "k", off, n)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+
+	t.Run("rule", func(t *testing.T) {
+		fs := faults.NewStore(newMem(t))
+		fs.Add(faults.Rule{Op: store.OpGet, Key: "k", Kind: faults.Refused, Times: 1})
+		_, err := readRange(fs, 1, 2)
+		require.ErrorIs(t, err, faults.ErrInjected)
+		assert.Contains(t, err.Error(), `get "k"`)
+		got, err := readRange(fs, 1, 2)
+		require.NoError(t, err, "the rule struck once")
+		assert.Equal(t, data[1:3], got)
+	})
+
+	t.Run("held", func(t *testing.T) {
+		m := newMem(t)
+		fs := faults.NewStore(m)
+		replaced := false
+		fs.Add(faults.Rule{Op: store.OpGet, Key: "k", Kind: faults.Held, Times: 1, Then: func() {
+			_, err := m.Put(ctx, "k", strings.NewReader("replaced"), store.PutOptions{})
+			require.NoError(t, err)
+			replaced = true
+		}})
+		got, err := readRange(fs, 5, 3)
+		require.NoError(t, err)
+		assert.True(t, replaced, "the rule did not strike")
+		assert.Equal(t, data[5:8], got, "the answer of the request made before Then")
+	})
+
+	t.Run("cut", func(t *testing.T) {
+		in := faults.New(faults.Config{Rates: faults.Uniform(only(faults.Cut))})
+		got, err := readRange(in.Store(newMem(t), 0), 10, 40)
+		require.ErrorIs(t, err, faults.ErrInjected)
+		assert.Equal(t, data[10:30], got, "cut halfway through the range")
+		assert.EqualValues(t, 1, in.Counts().Requests[store.OpGet])
+	})
+}
+
 // countingReader counts the bytes read from r.
 type countingReader struct {
 	r io.Reader

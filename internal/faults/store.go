@@ -139,13 +139,32 @@ func cond(ifMatch string, ifNoneMatch bool) Cond {
 
 // Get implements store.Store.
 func (f *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	return f.get(ctx, key, func() (io.ReadCloser, store.Attrs, int64, error) {
+		rc, attrs, err := f.s.Get(ctx, key)
+		return rc, attrs, attrs.Size, err
+	})
+}
+
+// GetRange implements store.Store. A ranged GET is a GET: the same rules
+// and rates strike it, and a Cut breaks its body off halfway.
+func (f *Store) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	return f.get(ctx, key, func() (io.ReadCloser, store.Attrs, int64, error) {
+		rc, attrs, err := f.s.GetRange(ctx, key, off, n)
+		return rc, attrs, min(n, attrs.Size-off), err
+	})
+}
+
+// get runs a GET that open sends once; open returns the body, the
+// object's attributes and the body's length.
+func (f *Store) get(ctx context.Context, key string, open func() (io.ReadCloser, store.Attrs, int64, error)) (io.ReadCloser, store.Attrs, error) {
 	var rc io.ReadCloser
 	var attrs store.Attrs
 	err := f.run(ctx, Request{Op: store.OpGet, Key: key, Cond: Unconditional}, key, func(ft fault) error {
 		var err error
-		rc, attrs, err = f.s.Get(ctx, key)
-		if err == nil && ft.kind == Cut && attrs.Size > 1 {
-			rc = cut(rc, attrs.Size/2, ft.error(store.OpGet))
+		var size int64
+		rc, attrs, size, err = open()
+		if err == nil && ft.kind == Cut && size > 1 {
+			rc = cut(rc, size/2, ft.error(store.OpGet))
 		}
 		return err
 	}, func() { rc.Close() })

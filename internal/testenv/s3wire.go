@@ -35,13 +35,13 @@ func S3ObjectSettingsCases() []S3ObjectSettingsCase {
 }
 
 // CheckS3ObjectSettings writes a small object, one large enough for parts
-// (large bytes), a conditional one, and reads them back through s, whose
-// requests rec saw; c is the setting s was made with. It checks that
-// every request that creates an object carries c's encryption and
-// storage class, that a customer key goes with every part and every
-// read, and that no other request carries any of them. Whether the
-// server honours the headers is its own matter: a refusal fails the
-// operation, and the check of the wire still runs.
+// (large bytes), a conditional one, and reads the small one back through s,
+// whole and by a range; rec saw its requests, and c is the setting s was
+// made with. It checks that every request that creates an object carries
+// c's encryption and storage class, that a customer key goes with every
+// part and every read, and that no other request carries any of them.
+// Whether the server honours the headers is its own matter: a refusal
+// fails the operation, and the check of the wire still runs.
 func CheckS3ObjectSettings(t *testing.T, s store.Store, rec *faults.Recorder, c S3ObjectSettingsCase, large int) {
 	t.Helper()
 	ctx := context.Background()
@@ -49,7 +49,7 @@ func CheckS3ObjectSettings(t *testing.T, s store.Store, rec *faults.Recorder, c 
 	_, errSmall := s.Put(ctx, "small", bytes.NewReader([]byte("small")), store.PutOptions{})
 	_, errLarge := s.Put(ctx, "large", bytes.NewReader(bytes.Repeat([]byte("l"), large)), store.PutOptions{})
 	_, errCond := s.Put(ctx, "cond", bytes.NewReader([]byte("cond")), store.PutOptions{IfNoneMatch: true})
-	var errGet, errHead error
+	var errGet, errRange, errHead error
 	if errSmall == nil {
 		var rc io.ReadCloser
 		if rc, _, errGet = s.Get(ctx, "small"); errGet == nil {
@@ -58,12 +58,18 @@ func CheckS3ObjectSettings(t *testing.T, s store.Store, rec *faults.Recorder, c 
 			require.NoError(t, err)
 			assert.Equal(t, "small", string(b))
 		}
+		if rc, _, errRange = s.GetRange(ctx, "small", 1, 3); errRange == nil {
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			require.NoError(t, err)
+			assert.Equal(t, "mal", string(b))
+		}
 		_, errHead = s.Head(ctx, "small")
 	}
 	reqs := rec.Take()
-	t.Logf("%s: put %v, put in parts %v, conditional put %v, get %v, head %v", c.Name, errSmall, errLarge, errCond, errGet, errHead)
+	t.Logf("%s: put %v, put in parts %v, conditional put %v, get %v, ranged get %v, head %v", c.Name, errSmall, errLarge, errCond, errGet, errRange, errHead)
 	if c.Encryption.IsZero() && c.Class == "" {
-		for _, err := range []error{errSmall, errLarge, errCond, errGet, errHead} {
+		for _, err := range []error{errSmall, errLarge, errCond, errGet, errRange, errHead} {
 			require.NoError(t, err)
 		}
 	}
@@ -88,6 +94,9 @@ func CheckS3ObjectSettings(t *testing.T, s store.Store, rec *faults.Recorder, c 
 	for _, r := range reqs {
 		kind := s3RequestKind(r)
 		kinds[kind]++
+		if kind == "get" && r.Header.Get("Range") != "" {
+			kinds["ranged-get"]++
+		}
 		want := map[string]string{}
 		switch kind {
 		case "put", "create-upload":
@@ -116,6 +125,7 @@ func CheckS3ObjectSettings(t *testing.T, s store.Store, rec *faults.Recorder, c 
 	}
 	if errSmall == nil {
 		assert.NotZero(t, kinds["get"], "%s: no GET was sent (saw %v)", c.Name, kinds)
+		assert.NotZero(t, kinds["ranged-get"], "%s: no ranged GET was sent (saw %v)", c.Name, kinds)
 		assert.NotZero(t, kinds["head"], "%s: no HEAD was sent (saw %v)", c.Name, kinds)
 	}
 }

@@ -52,10 +52,17 @@ func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
 				require.NoError(t, err)
 				rc.Close()
 			}
+			rc, _, errRange := s.GetRange(ctx, "small", 1, 3)
+			if errRange == nil {
+				got, err := io.ReadAll(rc)
+				require.NoError(t, err)
+				rc.Close()
+				assert.Equal(t, "mal", string(got))
+			}
 			_, errHead := s.Head(ctx, "small")
-			t.Logf("%s: put %v, put in blocks %v, conditional put %v, get %v, head %v", c.name, errSmall, errLarge, errCond, errGet, errHead)
+			t.Logf("%s: put %v, put in blocks %v, conditional put %v, get %v, ranged get %v, head %v", c.name, errSmall, errLarge, errCond, errGet, errRange, errHead)
 			if c.enc.CustomerKey == nil {
-				for _, err := range []error{errSmall, errLarge, errCond, errGet, errHead} {
+				for _, err := range []error{errSmall, errLarge, errCond, errGet, errRange, errHead} {
 					require.NoError(t, err)
 				}
 			}
@@ -76,6 +83,8 @@ func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
 					kind = "blocklist"
 				case r.Method == http.MethodPut && comp == "block":
 					kind = "block"
+				case r.Method == http.MethodGet && comp == "" && header(r.Header, "x-ms-range") != "":
+					kind = "ranged-get"
 				case r.Method == http.MethodGet && comp == "":
 					kind = "get"
 				case r.Method == http.MethodHead:
@@ -92,7 +101,7 @@ func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
 				assert.Equal(t, wantKey, header(r.Header, "x-ms-encryption-key"), "%s %s", kind, r.Path)
 				assert.Equal(t, wantSum, header(r.Header, "x-ms-encryption-key-sha256"), "%s %s", kind, r.Path)
 			}
-			want := []string{"put", "block", "get", "head"}
+			want := []string{"put", "block", "get", "ranged-get", "head"}
 			if errLarge == nil {
 				want = append(want, "blocklist")
 			}

@@ -77,6 +77,8 @@ func classOf(code bloberror.Code, status int, ifMatch bool) error {
 		return notExist
 	case http.StatusPreconditionFailed:
 		return store.ErrPrecondition
+	case http.StatusRequestedRangeNotSatisfiable:
+		return store.ErrInvalidRange
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return store.ErrAccess
 	}

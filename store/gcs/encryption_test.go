@@ -57,6 +57,12 @@ func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
 			_, err = io.Copy(io.Discard, rc)
 			require.NoError(t, err)
 			rc.Close()
+			rc, _, err = s.GetRange(ctx, "small", 1, 3)
+			require.NoError(t, err)
+			got, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			rc.Close()
+			assert.Equal(t, "mal", string(got))
 			_, err = s.Head(ctx, "small")
 			require.NoError(t, err)
 
@@ -76,11 +82,15 @@ func TestEncryptionAndStorageClassReachTheWire(t *testing.T) {
 					assert.Equal(t, c.enc.KMSKeyID, r.Query.Get("kmsKeyName"), "%s %s", r.Method, r.Path)
 				}
 				kinds[kind]++
+				if r.Header.Get("Range") != "" {
+					kinds["ranged read"]++
+				}
 				assert.Equal(t, wantKey, r.Header.Get("X-Goog-Encryption-Key"), "%s %s", r.Method, r.Path)
 				assert.Equal(t, wantSum, r.Header.Get("X-Goog-Encryption-Key-Sha256"), "%s %s", r.Method, r.Path)
 			}
 			assert.NotZero(t, kinds["upload"], "no upload was sent")
 			assert.NotZero(t, kinds["read"], "no read was sent")
+			assert.NotZero(t, kinds["ranged read"], "no ranged read was sent")
 
 			for _, k := range []string{"small", "large", "cond"} {
 				assert.Equal(t, cmpOr(c.class, "STANDARD"), storedClass(t, srv.Endpoint, bucket, k), k)

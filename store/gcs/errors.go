@@ -62,6 +62,8 @@ func (s *bucket) err(op string, err error) error {
 			return portable.Classify(store.ErrNotExist, cause)
 		case http.StatusPreconditionFailed:
 			return portable.Classify(store.ErrPrecondition, cause)
+		case http.StatusRequestedRangeNotSatisfiable:
+			return portable.Classify(store.ErrInvalidRange, cause)
 		case http.StatusConflict:
 			return portable.Classify(store.ErrConflict, cause)
 		case http.StatusUnauthorized, http.StatusForbidden:

@@ -290,11 +290,23 @@ func generation(tok string) (gen int64, ok bool) {
 // Get sends one GET, for the stored bytes
 // (no decompressive transcoding of gzip objects).
 func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	return s.get(ctx, key, 0, -1)
+}
+
+// GetRange sends one GET of the stored bytes with a Range; a 416 is
+// store.ErrInvalidRange (s.err). The client reads the whole object's size
+// from the Content-Range.
+func (s *bucket) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	return s.get(ctx, key, off, n)
+}
+
+// get sends one GET of n bytes from off; n < 0 means to the end.
+func (s *bucket) get(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
 	if err := checkKey(key); err != nil {
 		return nil, store.Attrs{}, portable.Classify(store.ErrInvalidKey, err)
 	}
 	ctx, x := withExchange(ctx)
-	r, err := s.keyed(key).ReadCompressed(true).NewReader(ctx)
+	r, err := s.keyed(key).ReadCompressed(true).NewRangeReader(ctx, off, n)
 	if err != nil {
 		return nil, store.Attrs{}, s.err("get", err)
 	}

@@ -130,6 +130,30 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 	return io.NopCloser(bytes.NewReader(o.body)), s.attrs(o, s.clock()), nil
 }
 
+// GetRange implements store.Store.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, store.Attrs{}, err
+	}
+	if err := portable.CheckRange(off, n); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.objs[key]
+	if o == nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrNotExist, nil)
+	}
+	size := int64(len(o.body))
+	if off >= size {
+		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidRange, fmt.Errorf("offset %d of an object of %d bytes", off, size))
+	}
+	return io.NopCloser(bytes.NewReader(o.body[off : off+min(n, size-off)])), s.attrs(o, s.clock()), nil
+}
+
 // Head implements store.Store.
 func (s *Store) Head(ctx context.Context, key string) (store.Attrs, error) {
 	if err := checkKey("head", key); err != nil {

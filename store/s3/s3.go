@@ -245,15 +245,42 @@ func (s *Store) String() string { return "s3://" + s.b.bucket + " at " + s.b.end
 // Get opens the object for reading. The caller must close the body. If the
 // key does not exist, Get returns an error matching store.ErrNotExist.
 func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	out, err := s.get(ctx, key, nil)
+	if err != nil {
+		return nil, store.Attrs{}, err
+	}
+	return out.Body, getAttrs(out), nil
+}
+
+// GetRange sends one GetObject with a Range; a 416 is
+// store.ErrInvalidRange (store.ClassOfS3).
+func (s *bucket) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	out, err := s.get(ctx, key, aws.String(portable.RangeHeader(off, n)))
+	if err != nil {
+		return nil, store.Attrs{}, err
+	}
+	a := getAttrs(out)
+	a.Size = portable.RangeSize(aws.ToString(out.ContentRange))
+	return out.Body, a, nil
+}
+
+// get sends one GetObject, of rng when it is not nil, with the customer
+// key if there is one.
+func (s *bucket) get(ctx context.Context, key string, rng *string) (*awss3.GetObjectOutput, error) {
+	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: rng}
 	if k, sum, ok := s.enc.CustomerKeyHeaders(); ok {
 		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String(store.SSEAES256), &k, &sum
 	}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
-		return nil, store.Attrs{}, s.err(false, err)
+		return nil, s.err(false, err)
 	}
-	return out.Body, store.Attrs{
+	return out, nil
+}
+
+// getAttrs reads an object's attributes from a GetObject's answer.
+func getAttrs(out *awss3.GetObjectOutput) store.Attrs {
+	return store.Attrs{
 		ETag:            trimETag(out.ETag),
 		Size:            sizeOf(out.ContentLength),
 		LastModified:    aws.ToTime(out.LastModified),
@@ -261,7 +288,7 @@ func (s *bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attr
 		Metadata:        lowerKeys(out.Metadata),
 		ContentType:     aws.ToString(out.ContentType),
 		ContentEncoding: aws.ToString(out.ContentEncoding),
-	}, nil
+	}
 }
 
 // Head returns the object's attributes. If the key does not exist, Head

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,8 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 	all := []testCase{
 		{"PutGetHead", testPutGetHead, ""},
 		{"NotExist", testNotExist, ""},
+		{"GetRange", testGetRange, ""},
+		{"GetRangeRefusesBadArguments", testGetRangeRefusesBadArguments, ""},
 		{"Overwrite", testOverwrite, ""},
 		{"EmptyObject", testEmptyObject, ""},
 		{"PutRefusesBadArguments", testPutRefusesBadArguments, ""},
@@ -150,6 +153,106 @@ func get(t *testing.T, s store.Store, key string) (string, store.Attrs) {
 	b, err := io.ReadAll(rc)
 	require.NoError(t, err)
 	return string(b), a
+}
+
+func getRange(t *testing.T, s store.Store, key string, off, n int64) (string, store.Attrs) {
+	t.Helper()
+	rc, a, err := s.GetRange(context.Background(), key, off, n)
+	require.NoError(t, err, "get %q from %d, %d bytes", key, off, n)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return string(b), a
+}
+
+// testGetRange checks that GetRange reads the bytes of its range, fewer
+// where the object ends first, with the attributes of the whole object;
+// and that a range from the end on, or of a missing key, is an error of
+// its class that names the key.
+func testGetRange(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const body = "0123456789"
+	meta := map[string]string{"writer": "w1"}
+	pa := put(t, s, "range/obj", body, store.PutOptions{Metadata: meta, ContentType: "text/plain"})
+	ha, err := s.Head(ctx, "range/obj")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name   string
+		off, n int64
+		want   string
+	}{
+		{"inside", 2, 3, "234"},
+		{"first-byte", 0, 1, "0"},
+		{"last-byte", 9, 1, "9"},
+		{"whole", 0, 10, body},
+		{"past-the-end", 7, 10, "789"},
+		{"from-0-past-the-end", 0, 1000, body},
+		{"to-the-end", 3, math.MaxInt64, "3456789"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, a := getRange(t, s, "range/obj", c.off, c.n)
+			assert.Equal(t, c.want, got)
+			assert.EqualValues(t, len(body), a.Size, "the whole object's size, not the range's")
+			assert.Equal(t, pa.ETag, a.ETag)
+			assert.Equal(t, meta, a.Metadata)
+			assert.Equal(t, "text/plain", a.ContentType)
+			assert.Equal(t, ha.LastModified.Unix(), a.LastModified.Unix())
+		})
+	}
+
+	put(t, s, "range/empty", "", store.PutOptions{})
+	for _, c := range []struct {
+		name   string
+		key    string
+		off, n int64
+	}{
+		{"at-the-end", "range/obj", 10, 1},
+		{"past-the-end", "range/obj", 11, 5},
+		{"far-past-the-end", "range/obj", 1 << 40, 1},
+		{"empty-object", "range/empty", 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc, _, err := s.GetRange(ctx, c.key, c.off, c.n)
+			if err == nil {
+				rc.Close()
+			}
+			require.ErrorIs(t, err, store.ErrInvalidRange)
+			assert.Contains(t, err.Error(), c.key)
+		})
+	}
+
+	_, _, err = s.GetRange(ctx, "range/missing", 0, 1)
+	require.ErrorIs(t, err, store.ErrNotExist)
+	assert.Contains(t, err.Error(), "range/missing")
+}
+
+// testGetRangeRefusesBadArguments checks that a GetRange of a negative
+// offset or a length below one fails with an error that names the key,
+// before any request: on a missing key, the answer is not ErrNotExist.
+func testGetRangeRefusesBadArguments(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	put(t, s, "bad-range/obj", "0123456789", store.PutOptions{})
+	for _, c := range []struct {
+		name   string
+		off, n int64
+	}{
+		{"negative-offset", -1, 5},
+		{"zero-length", 0, 0},
+		{"negative-length", 2, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, key := range []string{"bad-range/obj", "bad-range/missing"} {
+				rc, _, err := s.GetRange(ctx, key, c.off, c.n)
+				if err == nil {
+					rc.Close()
+				}
+				require.Error(t, err, key)
+				assert.Contains(t, err.Error(), key)
+				assert.NotErrorIs(t, err, store.ErrNotExist, "refused after a request: %v", err)
+				assert.NotErrorIs(t, err, store.ErrInvalidRange, "refused after a request: %v", err)
+			}
+		})
+	}
 }
 
 func testPutGetHead(t *testing.T, s store.Store) {
@@ -392,6 +495,8 @@ func testServerTime(t *testing.T, s store.Store) {
 	plausible("put", pa.ServerTime)
 	_, ga := get(t, s, "clock")
 	plausible("get", ga.ServerTime)
+	_, ra := getRange(t, s, "clock", 0, 1)
+	plausible("get-range", ra.ServerTime)
 	ha, err := s.Head(ctx, "clock")
 	require.NoError(t, err)
 	plausible("head", ha.ServerTime)
@@ -515,7 +620,27 @@ func testLargeObject(t *testing.T, s store.Store) {
 			assert.EqualValues(t, size, n)
 			assert.EqualValues(t, size, ga.Size)
 			assert.Equal(t, want[:], h.Sum(nil), "content differs after the round trip")
+			checkLargeRanges(t, s, key, data)
 		})
+	}
+}
+
+// checkLargeRanges reads ranges of the large object key, whose content is
+// data, across the boundaries of the parts every driver uploads (8 and 16
+// MiB), and up to its end.
+func checkLargeRanges(t *testing.T, s store.Store, key string, data []byte) {
+	t.Helper()
+	size := int64(len(data))
+	for _, r := range []struct{ off, n int64 }{
+		{8<<20 - 3, 6},
+		{16<<20 - 3, 6},
+		{7 << 20, 10 << 20}, // across two boundaries
+		{size - 5, 10},
+	} {
+		got, a := getRange(t, s, key, r.off, r.n)
+		end := min(r.off+r.n, size)
+		assert.True(t, string(data[r.off:end]) == got, "range from %d, %d bytes: %d bytes read differ", r.off, r.n, len(got))
+		assert.EqualValues(t, size, a.Size, "range from %d, %d bytes", r.off, r.n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/commitptr/commitptr/store"
 )
@@ -17,6 +18,11 @@ import (
 type Driver interface {
 	// Get opens the object; a missing key is store.ErrNotExist.
 	Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error)
+	// GetRange opens n bytes of the object from off (off >= 0, n >= 1),
+	// fewer where it ends first. A range that starts at or past the end is
+	// store.ErrInvalidRange; a missing key, store.ErrNotExist. Attrs.Size
+	// is the whole object's.
+	GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error)
 	// Head returns the object's attributes; a missing key is
 	// store.ErrNotExist.
 	Head(ctx context.Context, key string) (store.Attrs, error)
@@ -85,6 +91,9 @@ func Classify(class, cause error) error {
 // Bucket is the store.Store over a Driver. It holds the rules every
 // service shares:
 //   - a Put is checked and its body split before any request (Read);
+//   - a GetRange of a range no service may be asked for is refused
+//     before any request (CheckRange), and one from the object's end on
+//     is store.ErrInvalidRange, however the service answers it;
 //   - a Delete of a missing key succeeds, with or without IfMatch (Deleted);
 //   - DeleteMany goes in batches of store.MaxDeleteBatch keys and names
 //     every key not deleted, the first failure's class and cause;
@@ -119,6 +128,28 @@ func (b *Bucket) Get(ctx context.Context, key string) (io.ReadCloser, store.Attr
 	r, a, err := b.d.Get(ctx, key)
 	if err != nil {
 		return nil, store.Attrs{}, Wrap("get", key, err)
+	}
+	return r, a, nil
+}
+
+// GetRange implements store.Store.
+func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	if err := CheckRange(off, n); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	// The range's last byte, off+n-1, must not overflow: a longer range
+	// asks for the rest of the object all the same.
+	n = min(n, math.MaxInt64-off)
+	r, a, err := b.d.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, store.Attrs{}, Wrap("get", key, err)
+	}
+	// A range from the object's end on is not satisfiable, also where
+	// the service answers it with an empty body (Azurite does).
+	if a.Size >= 0 && off >= a.Size {
+		r.Close()
+		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidRange,
+			fmt.Errorf("offset %d of an object of %d bytes", off, a.Size))
 	}
 	return r, a, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -23,11 +24,26 @@ type fake struct {
 	batches [][]string
 	puts    int
 	list    store.ListRequest
+	ranges  [][2]int64 // the off and n of each GetRange
+	size    int64      // the object's size GetRange reports
+	closed  bool       // GetRange's body was closed
 }
 
 func (f *fake) Get(context.Context, string) (io.ReadCloser, store.Attrs, error) {
 	return io.NopCloser(strings.NewReader("")), store.Attrs{}, f.err
 }
+
+func (f *fake) GetRange(_ context.Context, _ string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	f.ranges = append(f.ranges, [2]int64{off, n})
+	return &closer{Reader: strings.NewReader(""), closed: &f.closed}, store.Attrs{Size: f.size}, f.err
+}
+
+type closer struct {
+	io.Reader
+	closed *bool
+}
+
+func (c *closer) Close() error { *c.closed = true; return nil }
 
 func (f *fake) Head(_ context.Context, key string) (store.Attrs, error) {
 	if f.missing[key] {
@@ -125,6 +141,7 @@ func TestErrorsNameTheOperationAndKey(t *testing.T) {
 	f := &fake{err: portable.Classify(store.ErrAccess, errors.New("denied"))}
 	b := newBucket(f)
 	_, _, getErr := b.Get(ctx, "g")
+	_, _, rangeErr := b.GetRange(ctx, "r", 0, 1)
 	_, headErr := b.Head(ctx, "h")
 	_, putErr := b.Put(ctx, "p", strings.NewReader("x"), store.PutOptions{})
 	delErr := b.Delete(ctx, "d", store.DeleteOptions{})
@@ -132,7 +149,7 @@ func TestErrorsNameTheOperationAndKey(t *testing.T) {
 	for _, c := range []struct {
 		err     error
 		op, key string
-	}{{getErr, "get", "g"}, {headErr, "head", "h"}, {putErr, "put", "p"}, {delErr, "delete", "d"}, {listErr, "list", "l/"}} {
+	}{{getErr, "get", "g"}, {rangeErr, "get", "r"}, {headErr, "head", "h"}, {putErr, "put", "p"}, {delErr, "delete", "d"}, {listErr, "list", "l/"}} {
 		var oe *store.OpError
 		require.ErrorAs(t, c.err, &oe, c.op)
 		assert.Equal(t, c.op, oe.Op)
@@ -187,4 +204,82 @@ func TestDeleteOfAMissingKeySucceeds(t *testing.T) {
 	require.NoError(t, newBucket(f).Delete(ctx, "k", store.DeleteOptions{}))
 	f = &fake{err: portable.Classify(store.ErrPrecondition, errors.New("412")), missing: map[string]bool{"k": true}}
 	require.NoError(t, newBucket(f).Delete(ctx, "k", store.DeleteOptions{IfMatch: "e"}), "412 for a key that is gone")
+}
+
+func TestGetRangeIsCheckedBeforeAnyRequest(t *testing.T) {
+	ctx := context.Background()
+	f := &fake{size: 10}
+	b := newBucket(f)
+	for _, c := range []struct{ off, n int64 }{{-1, 1}, {0, 0}, {5, -1}, {math.MinInt64, math.MaxInt64}} {
+		_, _, err := b.GetRange(ctx, "k", c.off, c.n)
+		require.ErrorContains(t, err, "bad range", "offset %d, length %d", c.off, c.n)
+		var oe *store.OpError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, "k", oe.Key)
+	}
+	assert.Empty(t, f.ranges, "a refused GetRange sent a request")
+	_, _, err := b.GetRange(ctx, "k", 0, 1)
+	require.NoError(t, err)
+	assert.Equal(t, [][2]int64{{0, 1}}, f.ranges)
+}
+
+// TestGetRangeToTheEndDoesNotOverflow: a length past the largest offset
+// asks for the rest of the object, with a last byte (off+n-1) that does
+// not wrap around.
+func TestGetRangeToTheEndDoesNotOverflow(t *testing.T) {
+	f := &fake{size: 100}
+	_, _, err := newBucket(f).GetRange(context.Background(), "k", 10, math.MaxInt64)
+	require.NoError(t, err)
+	require.Len(t, f.ranges, 1)
+	off, n := f.ranges[0][0], f.ranges[0][1]
+	assert.Equal(t, int64(10), off)
+	assert.GreaterOrEqual(t, off+n-1, off, "the last byte wrapped around")
+}
+
+func TestRangeHeaderNamesTheLastByte(t *testing.T) {
+	for _, c := range []struct {
+		off, n int64
+		want   string
+	}{{0, 1, "bytes=0-0"}, {0, 10, "bytes=0-9"}, {7, 3, "bytes=7-9"}, {1, math.MaxInt64 - 1, "bytes=1-9223372036854775806"}} {
+		assert.Equal(t, c.want, portable.RangeHeader(c.off, c.n))
+	}
+}
+
+func TestRangeSizeIsTheWholeObjects(t *testing.T) {
+	for _, c := range []struct {
+		contentRange string
+		want         int64
+	}{
+		{"bytes 0-9/1234", 1234},
+		{"bytes 5-5/6", 6},
+		{"bytes 0-9/*", -1}, // the service does not know
+		{"", -1},            // no Content-Range: not a 206
+		{"bytes 0-9/x", -1},
+		{"bytes 0-9/-3", -1},
+	} {
+		assert.Equal(t, c.want, portable.RangeSize(c.contentRange), "%q", c.contentRange)
+	}
+}
+
+// TestGetRangeFromTheEndIsInvalid: a service that answers a range from the
+// object's end on with an empty body (Azurite does) gets
+// store.ErrInvalidRange all the same, and its body is closed.
+func TestGetRangeFromTheEndIsInvalid(t *testing.T) {
+	ctx := context.Background()
+	f := &fake{size: 10}
+	_, _, err := newBucket(f).GetRange(ctx, "k", 10, 1)
+	require.ErrorIs(t, err, store.ErrInvalidRange)
+	assert.Contains(t, err.Error(), `get "k"`)
+	assert.True(t, f.closed, "the body was left open")
+
+	f = &fake{size: 10}
+	rc, a, err := newBucket(f).GetRange(ctx, "k", 9, 1)
+	require.NoError(t, err, "the last byte")
+	assert.EqualValues(t, 10, a.Size)
+	require.NoError(t, rc.Close())
+
+	f = &fake{size: -1}
+	rc, _, err = newBucket(f).GetRange(ctx, "k", 10, 1)
+	require.NoError(t, err, "a service that does not say the size is taken at its word")
+	require.NoError(t, rc.Close())
 }
