@@ -8,18 +8,24 @@
 // TTL). Directory listings and attributes come from the manifest: no
 // request reaches the store for them.
 //
-// Files are verified whole: opening a file reads its object in one GET
-// through commit.Snapshot.OpenEntry, which checks size and sha256 while it
-// streams, into an unlinked temporary file, and only once every byte
-// matched does the open succeed; reads are then served from that copy. A
-// file whose stored bytes do not match its manifest cannot be opened: the
-// open fails with EIO and the reason is logged. No byte of it is ever
-// served. The copies are kept, by content, in a cache bounded by
-// Options.CacheBytes (least recently used first out); an open file keeps its
-// copy until it is closed, so the disk used is at most the bound plus the
-// files open. The manifest has one sha256 per file and none per range, so
-// a range of a file cannot be verified alone: the first open of a large
-// file waits for all of it.
+// Every byte served is verified first. A file whose entry has part
+// checksums (generation.Entry.Parts: put records them for files longer
+// than a part, 8 MiB by default) is read by parts as it is read: each part
+// a read touches is fetched in one ranged GET through
+// commit.Snapshot.ReadPart, checked against its sha256, and kept in the
+// cache; a read in the second half of a part fetches the next one ahead.
+// A part whose stored bytes do not match fails the reads that touch it
+// with EIO, and the reason is logged. Any other file (small, compressed,
+// or written before part checksums) is verified whole: opening it reads
+// its object in one GET through commit.Snapshot.OpenEntry, which checks
+// size and sha256 while it streams, and the open succeeds only once every
+// byte matched; a file that does not match cannot be opened (EIO). No byte
+// that failed verification is ever served.
+//
+// The cache keeps the verified files and parts by content, bounded by
+// Options.CacheBytes (least recently used first out); an open file read
+// whole keeps its copy until it is closed, so the disk used is at most the
+// bound plus those files and the parts being read.
 //
 // With Follow, the pointer (or, for a tag, the tag) is read every
 // Options.Refresh; when it names a new generation, the root shows it at
@@ -62,8 +68,8 @@ type Options struct {
 	// Refresh is how often the pointer is read when following; the
 	// default is five seconds.
 	Refresh time.Duration
-	// CacheBytes bounds the verified copies of files that no handle has
-	// open; the default is 256 MiB.
+	// CacheBytes bounds the verified copies of files and parts that no
+	// reader holds; the default is 256 MiB.
 	CacheBytes int64
 	// CacheDir holds the copies, as unlinked files; the default is
 	// os.TempDir().

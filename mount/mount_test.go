@@ -32,18 +32,6 @@ import (
 	"github.com/commitptr/commitptr/store/mem"
 )
 
-// storeNamed returns a fresh store of the testenv factory of that name.
-func storeNamed(t *testing.T, name string) store.Store {
-	t.Helper()
-	for _, f := range testenv.Stores() {
-		if f.Name == name {
-			return f.New(t)
-		}
-	}
-	t.Fatalf("no test store %q", name)
-	return nil
-}
-
 // commitDir commits the files of dir as d's next generation.
 func commitDir(t *testing.T, d *commit.Dataset, dir string) *commit.Snapshot {
 	t.Helper()
@@ -141,8 +129,9 @@ func pins(t *testing.T, s store.Store) []string { return testenv.Keys(t, s, comm
 func TestMountShowsTheSnapshotToFindCatSha256sumAndDiff(t *testing.T) {
 	for _, name := range []string{"fs", "s3"} {
 		t.Run(name, func(t *testing.T) {
-			s := storeNamed(t, name)
-			d := commit.New(s)
+			s := testenv.StoreNamed(t, name)
+			// dir/b.bin has four parts, read by parts; the others are read whole.
+			d := commit.New(s, commit.WithPartSize(1<<20))
 			big := make([]byte, 3<<20+17)
 			_, _ = rand.Read(big)
 			files := map[string]string{
@@ -171,6 +160,8 @@ func TestMountShowsTheSnapshotToFindCatSha256sumAndDiff(t *testing.T) {
 			}
 			sumFile := filepath.Join(t.TempDir(), "SHA256SUMS")
 			require.NoError(t, os.WriteFile(sumFile, []byte(sums.String()), 0o644))
+			b, _ := snap.Manifest.Find("dir/b.bin")
+			require.Equal(t, 4, b.NumParts())
 			require.Contains(t, run(t, "sha256sum", "-c", sumFile), "dir/b.bin: OK")
 			require.Empty(t, run(t, "diff", "-r", src, dir))
 
@@ -186,7 +177,7 @@ func TestMountShowsTheSnapshotToFindCatSha256sumAndDiff(t *testing.T) {
 }
 
 func TestMountFileNotMatchingItsManifestFailsWithEIOAndALogLine(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"good.txt": "good\n", "bad.txt": "stored\n"})
@@ -211,7 +202,7 @@ func TestMountFileNotMatchingItsManifestFailsWithEIOAndALogLine(t *testing.T) {
 }
 
 func TestMountOfAnOlderSeqShowsIt(t *testing.T) {
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a.txt": "one"})
 	commitDir(t, d, src)
@@ -240,7 +231,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMountFollowShowsNewCommitsWhileOpenFilesKeepTheirGeneration(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	body := func(gen int, name string) string {
@@ -303,7 +294,7 @@ func TestMountFollowShowsNewCommitsWhileOpenFilesKeepTheirGeneration(t *testing.
 
 func TestMountFollowingATagShowsEachMoveOfTheTagOnly(t *testing.T) {
 	ctx := context.Background()
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a.txt": "one"})
 	first := commitDir(t, d, src)
@@ -355,7 +346,7 @@ func openTempDirs(t *testing.T, dir string) {
 }
 
 func TestMountAllowOtherLetsOtherUsersReadAsThePermissionBitsAllow(t *testing.T) {
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"public.txt": "for all\n", "private.txt": "mine\n"})
 	require.NoError(t, os.Chmod(filepath.Join(src, "private.txt"), 0o600))
@@ -378,7 +369,7 @@ func TestMountAllowOtherLetsOtherUsersReadAsThePermissionBitsAllow(t *testing.T)
 }
 
 func TestMountUnmountReleasesItsPinsAndLeavesNoMount(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a.txt": "a"})
@@ -394,7 +385,7 @@ func TestMountUnmountReleasesItsPinsAndLeavesNoMount(t *testing.T) {
 }
 
 func TestMountUnmountedFromOutsideEndsAndReleasesItsPins(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a.txt": "a"})
@@ -410,7 +401,7 @@ func TestMountUnmountedFromOutsideEndsAndReleasesItsPins(t *testing.T) {
 }
 
 func TestMountABusyMountPointIsDetachedOnUnmount(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a.txt": "a"})
@@ -427,7 +418,7 @@ func TestMountABusyMountPointIsDetachedOnUnmount(t *testing.T) {
 }
 
 func TestMountSmallCacheStillServesEveryFileVerified(t *testing.T) {
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	files := map[string]string{}
 	for i := range 8 {
@@ -466,7 +457,7 @@ func sha(s string) string {
 }
 
 func TestMountWithoutFUSEDeviceFailsWithErrNoFUSE(t *testing.T) {
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"a": "1"})
 	commitDir(t, d, src)
@@ -481,7 +472,7 @@ func TestMountWithoutFUSEDeviceFailsWithErrNoFUSE(t *testing.T) {
 }
 
 func TestMountReadersWhileCommitsLandSeeWholeFilesOfOneGenerationNeverGoingBack(t *testing.T) {
-	d := commit.New(storeNamed(t, "fs"))
+	d := commit.New(testenv.StoreNamed(t, "fs"))
 	src := t.TempDir()
 	const last = 5
 	write := func(gen int) {
@@ -539,7 +530,7 @@ func TestMountReadersWhileCommitsLandSeeWholeFilesOfOneGenerationNeverGoingBack(
 }
 
 func TestMountListsWithoutRequestsAndGetsEachContentOnceWhileCached(t *testing.T) {
-	s := store.Count(storeNamed(t, "fs"))
+	s := store.Count(testenv.StoreNamed(t, "fs"))
 	d := commit.New(s)
 	src := t.TempDir()
 	same := strings.Repeat("same content\n", 50000)
@@ -609,7 +600,7 @@ func TestMountRenewsThePinOfTheGenerationItShows(t *testing.T) {
 // while the mount moves on; with no file open, generation 1 is unpinned.
 // When the process opens a file there, generation 1 is pinned again.
 func TestMountHoldsAGenerationNoLongerShownAgainWhenAFileOfItIsOpened(t *testing.T) {
-	s := storeNamed(t, "fs")
+	s := testenv.StoreNamed(t, "fs")
 	d := commit.New(s)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"dir/b.txt": "one"})
@@ -638,4 +629,112 @@ func TestMountHoldsAGenerationNoLongerShownAgainWhenAFileOfItIsOpened(t *testing
 		}
 	}
 	require.True(t, held, "a file open in generation 1 pins it again")
+}
+
+// requests records the whole and ranged GETs of a store.
+type requests struct {
+	store.Store
+	mu     sync.Mutex
+	whole  int
+	ranges [][2]int64
+}
+
+func (r *requests) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
+	r.mu.Lock()
+	r.whole++
+	r.mu.Unlock()
+	return r.Store.Get(ctx, key)
+}
+
+func (r *requests) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	r.mu.Lock()
+	r.ranges = append(r.ranges, [2]int64{off, n})
+	r.mu.Unlock()
+	return r.Store.GetRange(ctx, key, off, n)
+}
+
+// take returns the GETs since the last take.
+func (r *requests) take() (int, [][2]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, rs := r.whole, r.ranges
+	r.whole, r.ranges = 0, nil
+	return w, rs
+}
+
+// partsFile commits an 8 MiB random file of 1 MiB parts at "big.bin"
+// through a store that records its GETs.
+func partsFile(t *testing.T) (*commit.Dataset, *requests, []byte, *commit.Snapshot) {
+	t.Helper()
+	s := &requests{Store: testenv.StoreNamed(t, "fs")}
+	d := commit.New(s, commit.WithPartSize(1<<20))
+	data := make([]byte, 8<<20)
+	_, _ = rand.Read(data)
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"big.bin": string(data)})
+	snap := commitDir(t, d, src)
+	e, _ := snap.Manifest.Find("big.bin")
+	require.Equal(t, 8, e.NumParts())
+	return d, s, data, snap
+}
+
+// preadFile reads n bytes at off of a file of the mount, opened afresh.
+func preadFile(name string, off int64, n int) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := f.ReadAt(b, off)
+	return b[:k], err
+}
+
+func TestMountReadsAFileWithPartsByThePartsItTouches(t *testing.T) {
+	d, s, data, _ := partsFile(t)
+	_, dir, _ := mountT(t, d, Options{})
+	s.take()
+	const off = 5<<20 + 1000
+	b, err := preadFile(filepath.Join(dir, "big.bin"), off, 100)
+	require.NoError(t, err)
+	require.Equal(t, data[off:off+100], b)
+	whole, first := s.take()
+	require.Zero(t, whole, "no GET of the whole file")
+	// The read fetches part 5 (the kernel's read-ahead stays in its first
+	// half); besides, only Open's fetch of the first part ahead is sent.
+	part := func(i int64) [2]int64 { return [2]int64{i << 20, 1 << 20} }
+	require.Contains(t, first, part(5))
+	for _, r := range first {
+		require.Contains(t, [][2]int64{part(0), part(5)}, r)
+	}
+
+	// Read whole: each part is fetched once in all.
+	got, err := os.ReadFile(filepath.Join(dir, "big.bin"))
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+	whole, rest := s.take()
+	require.Zero(t, whole)
+	require.ElementsMatch(t, [][2]int64{part(0), part(1), part(2), part(3), part(4), part(5), part(6), part(7)}, append(first, rest...))
+}
+
+func TestMountPartNotMatchingItsManifestFailsTheReadsThatTouchItWithEIO(t *testing.T) {
+	d, s, data, snap := partsFile(t)
+	e, _ := snap.Manifest.Find("big.bin")
+	bad := bytes.Clone(data)
+	bad[7<<20+10] ^= 0xff
+	_, err := s.Put(context.Background(), e.Key, bytes.NewReader(bad), store.PutOptions{})
+	require.NoError(t, err)
+	_, dir, logs := mountT(t, d, Options{})
+	name := filepath.Join(dir, "big.bin")
+
+	b, err := preadFile(name, 4096, 4096)
+	require.NoError(t, err, "a part that matches is served")
+	require.Equal(t, data[4096:8192], b)
+	_, err = preadFile(name, 7<<20, 4096)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.Contains(t, logs.String(), "does not match its manifest")
+	require.Contains(t, logs.String(), "big.bin")
+	require.Contains(t, logs.String(), "part 7")
+	_, err = os.ReadFile(name)
+	require.ErrorIs(t, err, syscall.EIO, "reading the whole file reaches the damaged part")
 }

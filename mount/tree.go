@@ -252,31 +252,44 @@ func (n *fileNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	return 0
 }
 
-// Open reads the whole file into the cache and verifies it before any of
-// its bytes is served; a file that does not match its manifest cannot be
-// opened (EIO), and the reason is logged.
+// Open opens a file of the tree. A file with part checksums is read by
+// parts as it is read (see partsHandle). Any other file is read whole into
+// the cache and verified before any of its bytes is served: one that does
+// not match its manifest cannot be opened (EIO), and the reason is logged.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
 	n.m.opened(ctx, n.t)
-	b, err := n.m.cache.acquire(ctx, n.t.snap, n.fe.e)
+	e := n.fe.e
+	if e.HasParts() {
+		n.m.cache.prefetch(filePart(n.t.snap, e, 0))
+		return &partsHandle{m: n.m, t: n.t, e: e}, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	b, err := n.m.cache.acquire(ctx, wholeFile(n.t.snap, e))
 	if err != nil {
 		n.m.closed(n.t)
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, 0, syscall.EINTR
-		}
-		if errors.Is(err, commit.ErrChecksum) {
-			n.m.log.Error("mount: a file does not match its manifest; opening it fails with EIO", "path", n.fe.e.Path, "key", n.fe.e.Key, "generation", n.t.snap.Generation(), "seq", n.t.snap.Seq(), "err", err)
-		} else {
-			n.m.log.Error("mount: cannot read a file; opening it fails with EIO", "path", n.fe.e.Path, "key", n.fe.e.Key, "generation", n.t.snap.Generation(), "seq", n.t.snap.Seq(), "err", err)
-		}
-		return nil, 0, syscall.EIO
+		return nil, 0, n.m.readFailed(ctx, n.t, e, "opening", err)
 	}
 	return &handle{m: n.m, t: n.t, b: b}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// handle is an open file: a reference to its verified copy.
+// readFailed logs why a file of t cannot be read, and returns the errno
+// the doing ("opening", "reading") fails with: EINTR when the request was
+// interrupted, and EIO otherwise.
+func (m *FS) readFailed(ctx context.Context, t *tree, e generation.Entry, doing string, err error) syscall.Errno {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return syscall.EINTR
+	}
+	what := "mount: cannot read a file; " + doing + " it fails with EIO"
+	if errors.Is(err, commit.ErrChecksum) {
+		what = "mount: a file does not match its manifest; " + doing + " it fails with EIO"
+	}
+	m.log.Error(what, "path", e.Path, "key", e.Key, "generation", t.snap.Generation(), "seq", t.snap.Seq(), "err", err)
+	return syscall.EIO
+}
+
+// handle is an open file read whole: a reference to its verified copy.
 type handle struct {
 	m *FS
 	t *tree
@@ -299,6 +312,54 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.m.cache.release(h.b)
+	h.m.closed(h.t)
+	return 0
+}
+
+// partsHandle is an open file with part checksums. A read fetches the
+// parts it touches, each in one ranged GET, into the cache and serves
+// them once they matched; a part that does not match fails the read with
+// EIO, and is logged. A read in the second half of a part fetches the next
+// part ahead.
+type partsHandle struct {
+	m *FS
+	t *tree
+	e generation.Entry
+}
+
+var (
+	_ fs.FileReader   = (*partsHandle)(nil)
+	_ fs.FileReleaser = (*partsHandle)(nil)
+)
+
+func (h *partsHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	e := h.e
+	end := min(off+int64(len(dest)), e.Size)
+	n := 0
+	for off < end {
+		i := int(off / e.PartSize)
+		start, size, _ := e.Part(i)
+		b, err := h.m.cache.acquire(ctx, filePart(h.t.snap, e, i))
+		if err != nil {
+			return nil, h.m.readFailed(ctx, h.t, e, "reading", err)
+		}
+		want := int(min(end, start+size) - off)
+		k, err := b.ReadAt(dest[n:n+want], off-start)
+		h.m.cache.release(b)
+		if k < want {
+			h.m.log.Error("mount: cannot read the cached copy of a part of a file", "path", e.Path, "part", i, "err", err)
+			return nil, syscall.EIO
+		}
+		n += want
+		off += int64(want)
+		if off-start >= size/2 && i+1 < e.NumParts() {
+			h.m.cache.prefetch(filePart(h.t.snap, e, i+1))
+		}
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *partsHandle) Release(ctx context.Context) syscall.Errno {
 	h.m.closed(h.t)
 	return 0
 }

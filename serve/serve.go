@@ -12,7 +12,11 @@
 // Every byte served is verified against the manifest while it streams, as
 // commit.Snapshot.Open verifies: a file whose stored bytes do not match
 // ends its response early (the client sees a short body and fails), and
-// never completes with wrong data. The ETag of a file is its sha256 in hex.
+// never completes with wrong data. A range of a file with part checksums
+// reads only the parts it touches, in one ranged GET, and delivers each
+// part once it matched (commit.Snapshot.OpenRange); a range of any other
+// file is read from the file's start and its last bytes are delivered only
+// once the whole file matched. The ETag of a file is its sha256 in hex.
 //
 // A listing of a ref resolves the ref once. Its continuation token carries
 // the generation, so the pages of one listing of "current/" all come from
@@ -372,12 +376,16 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 	if err != nil {
 		return nil, err
 	}
+	open := func() (io.ReadCloser, error) { return snap.OpenEntry(ctx, e) }
+	if rng != nil {
+		open = func() (io.ReadCloser, error) { return snap.OpenRange(ctx, e, rng.Start, rng.Length) }
+	}
 	var rc io.ReadCloser
 	if h, _ := ctx.Value(requestHeader{}).(http.Header); h != nil && conditionsFail(h, e.SHA256, lastModified(snap, e)) {
 		// The front end answers 304 or 412 without reading the body, so
 		// the file is opened only if it is read after all.
-		rc = &lazyFile{open: func() (io.ReadCloser, error) { return snap.OpenEntry(ctx, e) }}
-	} else if rc, err = snap.OpenEntry(ctx, e); err != nil {
+		rc = &lazyFile{open: open}
+	} else if rc, err = open(); err != nil {
 		// Opened before the response begins, so that a file that cannot
 		// be read is answered with an error rather than a short body.
 		if errors.Is(err, commit.ErrCollected) {
@@ -386,9 +394,6 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 		return nil, err
 	}
 	obj.Range = rng
-	if rng != nil {
-		rc = &rangeReader{rc: rc, skip: rng.Start, left: rng.Length}
-	}
 	obj.Contents = bigCopy{rc, done}
 	return obj, nil
 }
@@ -474,62 +479,6 @@ func (c bigCopy) WriteTo(w io.Writer) (int64, error) {
 	// Neither side's ReadFrom or WriteTo may take over: the response's
 	// ReadFrom copies in 32 KiB pieces.
 	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{c.ReadCloser}, *buf)
-}
-
-// rangeReader delivers a range of a verified file. The file is read from
-// its start, so that its sha256 can be checked; the read that would deliver
-// the range's last bytes first reads the rest of the file, and delivers
-// nothing if the file does not match its manifest.
-type rangeReader struct {
-	rc         io.ReadCloser
-	skip, left int64
-}
-
-func (r *rangeReader) Read(p []byte) (int, error) {
-	if r.skip > 0 {
-		if err := discard(r.rc, r.skip); err != nil {
-			return 0, err
-		}
-		r.skip = 0
-	}
-	if r.left == 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > r.left {
-		p = p[:r.left]
-	}
-	n, err := r.rc.Read(p)
-	r.left -= int64(n)
-	if err == io.EOF && r.left > 0 {
-		return n, io.ErrUnexpectedEOF
-	}
-	if err != nil && err != io.EOF {
-		return 0, err
-	}
-	if r.left == 0 {
-		// The range is complete: verify the file before delivering its end.
-		if err := discard(r.rc, -1); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-func (r *rangeReader) Close() error { return r.rc.Close() }
-
-// discard reads n bytes of r, or all of it when n is negative, in reads of
-// copyBuffer bytes, and drops them.
-func discard(r io.Reader, n int64) error {
-	buf := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(buf)
-	if n >= 0 {
-		r = io.LimitReader(r, n)
-	}
-	got, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{r}, *buf)
-	if err == nil && n >= 0 && got < n {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // A continuation token (the NextMarker the front end hides in it) names the

@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -573,4 +575,76 @@ func TestServeReadsATagAgainWithOneGetWhenItsGenerationIsCached(t *testing.T) {
 	_, body, err = get(t, url+"/daily/tag:stable/a", nil)
 	require.NoError(t, err)
 	require.Equal(t, "two", string(body), "a moved tag is followed")
+}
+
+// rangedGets records the ranged GETs of a store.
+type rangedGets struct {
+	store.Store
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (s *rangedGets) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	s.mu.Lock()
+	s.ranges = append(s.ranges, [2]int64{off, n})
+	s.mu.Unlock()
+	return s.Store.GetRange(ctx, key, off, n)
+}
+
+func (s *rangedGets) take() [][2]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.ranges
+	s.ranges = nil
+	return r
+}
+
+func TestServeReadsARangeOfAFileWithPartsFromThePartsItTouchesOnly(t *testing.T) {
+	s, err := fs.New(t.TempDir())
+	require.NoError(t, err)
+	const part = 64 << 10
+	body := make([]byte, 16*part)
+	for i := range body {
+		body[i] = byte(i * 7 / 5)
+	}
+	d := commit.New(s, commit.WithPartSize(part))
+	commitFiles(t, d, map[string]string{"big": string(body)})
+	snap, err := d.Open(context.Background())
+	require.NoError(t, err)
+	e := snap.Files()[0]
+	require.Equal(t, 16, e.NumParts())
+	logged := &rangedGets{Store: s}
+	url := startServer(t, map[string]*commit.Dataset{"daily": commit.New(logged)}, serve.Options{PinTTL: -1})
+
+	for _, c := range []struct {
+		rng       string
+		from, end int
+		parts     [2]int64
+	}{
+		{"bytes=600000-600099", 600000, 600100, [2]int64{9 * part, part}},
+		{"bytes=65000-140000", 65000, 140001, [2]int64{0, 3 * part}},
+		{"bytes=-10", len(body) - 10, len(body), [2]int64{15 * part, part}},
+	} {
+		resp, got, err := get(t, url+"/daily/current/big", map[string]string{"Range": c.rng})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusPartialContent, resp.StatusCode, c.rng)
+		require.Equal(t, body[c.from:c.end], got, c.rng)
+		require.Equal(t, [][2]int64{c.parts}, logged.take(), c.rng)
+	}
+
+	// Part 9 damaged: a range over it never completes; one beside it does.
+	bad := bytes.Clone(body)
+	bad[9*part+5] ^= 0xff
+	_, err = s.Put(context.Background(), e.Key, bytes.NewReader(bad), store.PutOptions{})
+	require.NoError(t, err)
+	resp, got, err := get(t, url+"/daily/current/big", map[string]string{"Range": "bytes=500000-700000"})
+	if err == nil {
+		require.False(t, resp.StatusCode/100 == 2 && len(got) == 200001, "a complete response with a damaged part")
+	} else {
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	}
+	resp, got, err = get(t, url+"/daily/current/big", map[string]string{"Range": "bytes=0-9999"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusPartialContent, resp.StatusCode)
+	require.Equal(t, body[:10000], got)
 }

@@ -216,7 +216,8 @@ func runVerify(ctx context.Context, opts verifyOptions, stdout, stderr io.Writer
 	return nil
 }
 
-// verifyEntry reads one object to its end, checking size and sha256.
+// verifyEntry reads one object to its end, checking size and sha256, and
+// the part checksums if the entry has them.
 func verifyEntry(ctx context.Context, snap *commit.Snapshot, e generation.Entry) (int64, error) {
 	rc, err := snap.OpenEntry(ctx, e)
 	if errors.Is(err, commit.ErrCollected) || errors.Is(err, commit.ErrMissing) {
@@ -226,7 +227,18 @@ func verifyEntry(ctx context.Context, snap *commit.Snapshot, e generation.Entry)
 		return 0, err
 	}
 	defer rc.Close()
-	return io.Copy(io.Discard, rc)
+	if !e.HasParts() {
+		return io.Copy(io.Discard, rc)
+	}
+	parts := generation.NewPartHasher(e.PartSize)
+	n, err := io.Copy(parts, rc)
+	if err != nil {
+		return n, err
+	}
+	if _, got := parts.Parts(); got != e.Parts {
+		return n, fmt.Errorf("%w: %q (key %q) matches its sha256, but not its part checksums: a reader of its ranges fails", commit.ErrChecksum, e.Path, e.Key)
+	}
+	return n, nil
 }
 
 // repairFrom commits the current generation again with the files that

@@ -76,6 +76,19 @@ const azuriteTimeout = 2 * time.Minute
 func LocalStores() []Factory { return Stores()[:2] }
 
 // EachStore runs fn on a fresh store of every driver, one driver after
+// StoreNamed returns a fresh store of the factory of that name, and fails
+// the test if there is none.
+func StoreNamed(t testing.TB, name string) store.Store {
+	t.Helper()
+	for _, f := range Stores() {
+		if f.Name == name {
+			return f.New(t)
+		}
+	}
+	t.Fatalf("testenv: no store factory %q", name)
+	return nil
+}
+
 // the other, each as a subtest named after its driver.
 func EachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	t.Helper()

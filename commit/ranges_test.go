@@ -1,0 +1,244 @@
+package commit_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitptr/commitptr/commit"
+	"github.com/commitptr/commitptr/generation"
+	"github.com/commitptr/commitptr/internal/testenv"
+	"github.com/commitptr/commitptr/store"
+	"github.com/commitptr/commitptr/store/mem"
+)
+
+const testPart = generation.MinPartSize
+
+// seededBytes returns n bytes from rng.
+func seededBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// putOne commits data at path in a fresh dataset of s, with opts, and
+// returns the snapshot and the file's entry.
+func putOne(t *testing.T, s store.Store, path string, data []byte, opts ...commit.Option) (*commit.Snapshot, generation.Entry) {
+	t.Helper()
+	ctx := context.Background()
+	d := commit.New(s, opts...)
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutBytes(ctx, path, data))
+	_, err = tx.Commit(ctx, commit.CommitOptions{})
+	require.NoError(t, err)
+	snap, err := d.Open(ctx)
+	require.NoError(t, err)
+	e, ok := snap.Manifest.Find(path)
+	require.True(t, ok)
+	return snap, e
+}
+
+// rangeLog records the ranged GETs of a store.
+type rangeLog struct {
+	store.Store
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (l *rangeLog) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	l.mu.Lock()
+	l.ranges = append(l.ranges, [2]int64{off, n})
+	l.mu.Unlock()
+	return l.Store.GetRange(ctx, key, off, n)
+}
+
+func (l *rangeLog) take() [][2]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.ranges
+	l.ranges = nil
+	return r
+}
+
+// TestPutRecordsPartChecksumsOfFilesLongerThanAPart: a file stored as is
+// and longer than one part gets the sha256 of each part; a file of one
+// part, a compressed one, or a dataset that records none, gets none.
+func TestPutRecordsPartChecksumsOfFilesLongerThanAPart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	data := seededBytes(rng, 2*testPart+1)
+	_, e := putOne(t, mem.New(), "f", data, commit.WithPartSize(testPart))
+	require.Equal(t, int64(testPart), e.PartSize)
+	require.Equal(t, 3, e.NumParts())
+	for i := range 3 {
+		off, n, sum := e.Part(i)
+		h := sha256.Sum256(data[off : off+n])
+		assert.Equal(t, hex.EncodeToString(h[:]), sum, "part %d", i)
+	}
+	for name, c := range map[string]struct {
+		size int
+		opts []commit.Option
+	}{
+		"one part":        {testPart, []commit.Option{commit.WithPartSize(testPart)}},
+		"compressed":      {3 * testPart, []commit.Option{commit.WithPartSize(testPart), commit.WithCompression(true)}},
+		"none recorded":   {3 * testPart, []commit.Option{commit.WithPartSize(0)}},
+		"the default":     {3 * testPart, nil},
+		"below the least": {testPart + 1, []commit.Option{commit.WithPartSize(1)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, e := putOne(t, mem.New(), "f", seededBytes(rng, c.size), c.opts...)
+			if name == "below the least" {
+				assert.Equal(t, int64(generation.MinPartSize), e.PartSize, "held at the least")
+				return
+			}
+			assert.False(t, e.HasParts())
+		})
+	}
+}
+
+// TestOpenRangeReadsOnlyThePartsItTouches: over random ranges, OpenRange
+// delivers the range's bytes from one ranged GET of exactly the parts the
+// range touches.
+func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
+	for _, name := range []string{"mem", "s3"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(5, 6))
+			data := seededBytes(rng, 4*testPart+100)
+			log := &rangeLog{Store: testenv.StoreNamed(t, name)}
+			snap, e := putOne(t, log, "f", data, commit.WithPartSize(testPart))
+			log.take()
+			for range 40 {
+				off := rng.Int64N(int64(len(data)))
+				n := 1 + rng.Int64N(int64(len(data))-off)
+				rc, err := snap.OpenRange(ctx, e, off, n)
+				require.NoError(t, err)
+				got, err := io.ReadAll(rc)
+				require.NoError(t, err)
+				require.NoError(t, rc.Close())
+				require.True(t, bytes.Equal(data[off:off+n], got), "bytes %d+%d", off, n)
+				first, last := off/testPart, (off+n-1)/testPart
+				end := min((last+1)*testPart, int64(len(data)))
+				require.Equal(t, [][2]int64{{first * testPart, end - first*testPart}}, log.take(), "bytes %d+%d", off, n)
+			}
+		})
+	}
+}
+
+// corruptPart stores the file's object again with one byte of part i
+// changed: same size, other bytes.
+func corruptPart(t *testing.T, s store.Store, e generation.Entry, data []byte, i int) {
+	t.Helper()
+	bad := bytes.Clone(data)
+	off, _, _ := e.Part(i)
+	bad[off] ^= 0xff
+	_, err := s.Put(context.Background(), e.Key, bytes.NewReader(bad), store.PutOptions{})
+	require.NoError(t, err)
+}
+
+// TestOpenRangeDeliversNoByteOfAPartThatDoesNotMatch: a range over a
+// damaged part delivers the parts before it, then fails with ErrChecksum;
+// ranges that do not touch it are read as they are; ReadPart of it fails.
+func TestOpenRangeDeliversNoByteOfAPartThatDoesNotMatch(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	data := seededBytes(rng, 4*testPart)
+	s := mem.New()
+	snap, e := putOne(t, s, "f", data, commit.WithPartSize(testPart))
+	corruptPart(t, s, e, data, 2)
+
+	rc, err := snap.OpenRange(ctx, e, 10, int64(len(data))-20)
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	require.ErrorIs(t, err, commit.ErrChecksum)
+	require.ErrorContains(t, err, `"f"`)
+	require.ErrorContains(t, err, "part 2")
+	require.True(t, bytes.Equal(data[10:2*testPart], got), "the two good parts, and nothing of the bad one")
+	rc.Close()
+
+	for _, r := range [][2]int64{{0, 2 * testPart}, {3 * testPart, testPart}} {
+		rc, err := snap.OpenRange(ctx, e, r[0], r[1])
+		require.NoError(t, err)
+		got, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(data[r[0]:r[0]+r[1]], got))
+		rc.Close()
+	}
+	_, err = snap.ReadPart(ctx, e, 2)
+	require.ErrorIs(t, err, commit.ErrChecksum)
+	b, err := snap.ReadPart(ctx, e, 3)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data[3*testPart:], b))
+}
+
+// TestOpenRangeRefusesAnObjectOfAnotherSize: an object stored shorter or
+// longer than its manifest says fails with ErrChecksum before any byte,
+// and one that is gone with ErrMissing.
+func TestOpenRangeRefusesAnObjectOfAnotherSize(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	data := seededBytes(rng, 3*testPart)
+	for name, stored := range map[string][]byte{
+		"shorter":             data[:testPart+5],
+		"shorter than a part": data[:testPart-5],
+		"longer":              append(bytes.Clone(data), 'x'),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := mem.New()
+			snap, e := putOne(t, s, "f", data, commit.WithPartSize(testPart))
+			_, err := s.Put(ctx, e.Key, bytes.NewReader(stored), store.PutOptions{})
+			require.NoError(t, err)
+			_, err = snap.OpenRange(ctx, e, 2*testPart, 10)
+			require.ErrorIs(t, err, commit.ErrChecksum)
+		})
+	}
+	s := mem.New()
+	snap, e := putOne(t, s, "f", data, commit.WithPartSize(testPart))
+	require.NoError(t, s.Delete(ctx, e.Key, store.DeleteOptions{}))
+	_, err := snap.OpenRange(ctx, e, 0, 10)
+	require.ErrorIs(t, err, commit.ErrMissing)
+}
+
+// TestOpenRangeOfAFileWithoutPartsVerifiesItWhole: without part
+// checksums, a range is read from the file's start, and a damaged file
+// withholds the range's end and fails with ErrChecksum.
+func TestOpenRangeOfAFileWithoutPartsVerifiesItWhole(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 12))
+	data := seededBytes(rng, 3*testPart)
+	s := mem.New()
+	snap, e := putOne(t, s, "f", data, commit.WithPartSize(0))
+	require.False(t, e.HasParts())
+	rc, err := snap.OpenRange(ctx, e, 100, testPart)
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data[100:100+testPart], got))
+	rc.Close()
+
+	bad := bytes.Clone(data)
+	bad[len(bad)-1] ^= 1
+	_, err = s.Put(ctx, e.Key, bytes.NewReader(bad), store.PutOptions{})
+	require.NoError(t, err)
+	rc, err = snap.OpenRange(ctx, e, 100, 50)
+	require.NoError(t, err)
+	got, err = io.ReadAll(rc)
+	require.ErrorIs(t, err, commit.ErrChecksum)
+	require.Empty(t, got, "a 50-byte range comes in one read, withheld")
+	rc.Close()
+
+	for _, r := range [][2]int64{{-1, 2}, {0, 0}, {e.Size - 1, 2}} {
+		_, err := snap.OpenRange(ctx, e, r[0], r[1])
+		require.ErrorContains(t, err, "outside", "range %v", r)
+	}
+}
