@@ -76,7 +76,7 @@ func TestPartHasherComputesEachPartsChecksum(t *testing.T) {
 func TestManifestWithPartsIsFormat5(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), generation.MinPartSize/4)
 	h := generation.NewPartHasher(generation.MinPartSize)
-	h.Write(data)
+	_, _ = h.Write(data)
 	m := manifest(t, 2)
 	m.Rebased = 2
 	m.Entries[0].Size = int64(len(data))
