@@ -118,9 +118,15 @@ func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
 			log := &rangeLog{Store: testenv.StoreNamed(t, name)}
 			snap, e := putOne(t, log, "f", data, commit.WithPartSize(testPart))
 			log.take()
+			// Ranges that start or end at a part's bounds, then random ones.
+			ranges := [][2]int64{{0, testPart}, {testPart, testPart}, {testPart - 1, 2}, {testPart - 1, 1},
+				{0, int64(len(data))}, {4 * testPart, 100}, {int64(len(data)) - 1, 1}, {3*testPart + 1, testPart - 1}}
 			for range 40 {
 				off := rng.Int64N(int64(len(data)))
-				n := 1 + rng.Int64N(int64(len(data))-off)
+				ranges = append(ranges, [2]int64{off, 1 + rng.Int64N(int64(len(data))-off)})
+			}
+			for _, r := range ranges {
+				off, n := r[0], r[1]
 				rc, err := snap.OpenRange(ctx, e, off, n)
 				require.NoError(t, err)
 				got, err := io.ReadAll(rc)
@@ -132,6 +138,43 @@ func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
 				require.Equal(t, [][2]int64{{first * testPart, end - first*testPart}}, log.take(), "bytes %d+%d", off, n)
 			}
 		})
+	}
+}
+
+// cutBody is a store whose ranged bodies end, cleanly, after at most
+// keep bytes: a server that sends less than it said.
+type cutBody struct {
+	store.Store
+	keep int64
+}
+
+func (c *cutBody) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	rc, attrs, err := c.Store.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, attrs, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(rc, c.keep), rc}, attrs, nil
+}
+
+// TestOpenRangeTakesABodyEndingWithinAPartAsAMismatch: a body that ends
+// before the part it holds is a checksum mismatch, and none of the part's
+// bytes is delivered.
+func TestOpenRangeTakesABodyEndingWithinAPartAsAMismatch(t *testing.T) {
+	ctx := context.Background()
+	data := seededBytes(rand.New(rand.NewPCG(13, 14)), 3*testPart)
+	for _, keep := range []int64{0, 10, testPart + 10} {
+		cut := &cutBody{Store: mem.New(), keep: keep}
+		snap, e := putOne(t, cut, "f", data, commit.WithPartSize(testPart))
+		rc, err := snap.OpenRange(ctx, e, 0, 2*testPart)
+		require.NoError(t, err)
+		got, err := io.ReadAll(rc)
+		require.ErrorIs(t, err, commit.ErrChecksum, "a body of %d bytes", keep)
+		require.ErrorContains(t, err, "ends after")
+		require.Equal(t, data[:keep/testPart*testPart], got, "only whole parts that matched")
+		rc.Close()
 	}
 }
 
