@@ -12,6 +12,9 @@
 //     before the upload is completed. A seekable body is measured, not
 //     copied, so that an SDK can rewind it to retry; Seek(0, io.SeekStart)
 //     rewinds it to its offset at the call (Read).
+//   - GetRange: an offset below zero or a length below one is refused
+//     before any request (CheckRange); a range from the object's end on
+//     is store.ErrInvalidRange, however the service answers it.
 //   - Delete: a key that is gone is deleted, with or without IfMatch
 //     (Deleted). On a bucket that keeps versions, the driver deletes
 //     every version (Versions).
