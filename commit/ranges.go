@@ -25,7 +25,7 @@ import (
 //
 // A mismatch is an error matching ErrChecksum.
 func (s *Snapshot) OpenRange(ctx context.Context, e generation.Entry, off, n int64) (io.ReadCloser, error) {
-	if off < 0 || n < 1 || off+n > e.Size {
+	if off < 0 || n < 1 || off >= e.Size || n > e.Size-off {
 		return nil, fmt.Errorf("commit: %q: range of %d bytes at %d is outside its %d bytes", e.Path, n, off, e.Size)
 	}
 	if !e.HasParts() {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -279,9 +280,27 @@ func TestOpenRangeOfAFileWithoutPartsVerifiesItWhole(t *testing.T) {
 	require.ErrorIs(t, err, commit.ErrChecksum)
 	require.Empty(t, got, "a 50-byte range comes in one read, withheld")
 	rc.Close()
+}
 
-	for _, r := range [][2]int64{{-1, 2}, {0, 0}, {e.Size - 1, 2}} {
-		_, err := snap.OpenRange(ctx, e, r[0], r[1])
-		require.ErrorContains(t, err, "outside", "range %v", r)
+// TestOpenRangeRefusesARangeOutsideTheFile: a range that starts before the
+// file, is empty, or ends past the file, even where its end overflows, is
+// refused before any request, with part checksums or without.
+func TestOpenRangeRefusesARangeOutsideTheFile(t *testing.T) {
+	data := seededBytes(rand.New(rand.NewPCG(21, 22)), 3*testPart)
+	for name, opts := range map[string][]commit.Option{
+		"with parts":    {commit.WithPartSize(testPart)},
+		"without parts": {commit.WithPartSize(0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := store.Count(mem.New())
+			snap, e := putOne(t, s, "f", data, opts...)
+			before := s.Counts()
+			for _, r := range [][2]int64{{-1, 2}, {0, 0}, {e.Size - 1, 2}, {e.Size, 1},
+				{1, math.MaxInt64}, {e.Size - 1, math.MaxInt64}, {2, math.MaxInt64 - 1}} {
+				_, err := snap.OpenRange(context.Background(), e, r[0], r[1])
+				require.ErrorContains(t, err, "outside", "range %v", r)
+			}
+			require.Equal(t, before, s.Counts(), "no request")
+		})
 	}
 }

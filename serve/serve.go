@@ -376,6 +376,11 @@ func (b *backend) GetObject(ctx context.Context, bucket, key string, rangeReques
 	if err != nil {
 		return nil, err
 	}
+	if rng != nil && rng.Length > e.Size-rng.Start {
+		// A last byte past the end means the end; the front end's sum of
+		// the two can overflow.
+		rng.Length = e.Size - rng.Start
+	}
 	open := func() (io.ReadCloser, error) { return snap.OpenEntry(ctx, e) }
 	if rng != nil {
 		open = func() (io.ReadCloser, error) { return snap.OpenRange(ctx, e, rng.Start, rng.Length) }

@@ -624,6 +624,7 @@ func TestServeReadsARangeOfAFileWithPartsFromThePartsItTouchesOnly(t *testing.T)
 		{"bytes=600000-600099", 600000, 600100, [2]int64{9 * part, part}},
 		{"bytes=65000-140000", 65000, 140001, [2]int64{0, 3 * part}},
 		{"bytes=-10", len(body) - 10, len(body), [2]int64{15 * part, part}},
+		{"bytes=1-9223372036854775807", 1, len(body), [2]int64{0, 16 * part}}, // the last byte past the end: the end
 	} {
 		resp, got, err := get(t, url+"/daily/current/big", map[string]string{"Range": c.rng})
 		require.NoError(t, err)

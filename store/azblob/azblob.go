@@ -314,7 +314,10 @@ func (s *bucket) GetRange(ctx context.Context, key string, off, n int64) (io.Rea
 		return nil, store.Attrs{}, s.err(false, err)
 	}
 	a := downloadAttrs(out)
-	a.Size = portable.RangeSize(deref(out.ContentRange))
+	if a.Size, err = portable.RangeOf(deref(out.ContentRange), off, n); err != nil {
+		out.Body.Close()
+		return nil, store.Attrs{}, err
+	}
 	return out.Body, a, nil
 }
 

@@ -265,7 +265,10 @@ func (s *bucket) GetRange(ctx context.Context, key string, off, n int64) (io.Rea
 		return nil, store.Attrs{}, s.err(false, err)
 	}
 	a := attrsOf(h)
-	a.Size = portable.RangeSize(h.Get("Content-Range"))
+	if a.Size, err = portable.RangeOf(h.Get("Content-Range"), off, n); err != nil {
+		body.Close()
+		return nil, store.Attrs{}, err
+	}
 	return body, a, nil
 }
 

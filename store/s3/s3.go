@@ -260,7 +260,10 @@ func (s *bucket) GetRange(ctx context.Context, key string, off, n int64) (io.Rea
 		return nil, store.Attrs{}, err
 	}
 	a := getAttrs(out)
-	a.Size = portable.RangeSize(aws.ToString(out.ContentRange))
+	if a.Size, err = portable.RangeOf(aws.ToString(out.ContentRange), off, n); err != nil {
+		out.Body.Close()
+		return nil, store.Attrs{}, err
+	}
 	return out.Body, a, nil
 }
 

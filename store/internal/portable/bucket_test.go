@@ -245,19 +245,38 @@ func TestRangeHeaderNamesTheLastByte(t *testing.T) {
 	}
 }
 
-func TestRangeSizeIsTheWholeObjects(t *testing.T) {
+// TestRangeOfChecksTheAnsweredRange: the Content-Range of a ranged GET's
+// answer gives the whole object's size, and one that is not the range asked
+// for (absent: the whole object; another start; past the range's end) is
+// refused.
+func TestRangeOfChecksTheAnsweredRange(t *testing.T) {
 	for _, c := range []struct {
 		contentRange string
-		want         int64
+		off, n       int64
+		want         int64 // -2: refused
 	}{
-		{"bytes 0-9/1234", 1234},
-		{"bytes 5-5/6", 6},
-		{"bytes 0-9/*", -1}, // the service does not know
-		{"", -1},            // no Content-Range: not a 206
-		{"bytes 0-9/x", -1},
-		{"bytes 0-9/-3", -1},
+		{"bytes 0-9/1234", 0, 10, 1234},
+		{"bytes 5-5/6", 5, 1, 6},
+		{"bytes 5-7/8", 5, 10, 8},  // the object ends first
+		{"bytes 0-9/*", 0, 10, -1}, // the service does not know
+		{"", 0, 10, -2},            // no Content-Range: the whole object
+		{"bytes 0-2/10", 5, 3, -2}, // another start
+		{"bytes 5-9/10", 5, 3, -2}, // past the range's end
+		{"bytes 5-8/10", 5, 3, -2}, // a byte past it
+		{"bytes 5-9/9", 5, 5, -2},  // past the object's end
+		{"bytes 7-5/10", 7, 3, -2},
+		{"bytes 0-9/x", 0, 10, -2},
+		{"bytes 0-9/-3", 0, 10, -2},
+		{"items 0-9/10", 0, 10, -2},
+		{"bytes 0-x/10", 0, 10, -2},
 	} {
-		assert.Equal(t, c.want, portable.RangeSize(c.contentRange), "%q", c.contentRange)
+		got, err := portable.RangeOf(c.contentRange, c.off, c.n)
+		if c.want == -2 {
+			assert.Error(t, err, "%q for %d+%d", c.contentRange, c.off, c.n)
+			continue
+		}
+		assert.NoError(t, err, "%q", c.contentRange)
+		assert.Equal(t, c.want, got, "%q", c.contentRange)
 	}
 }
 

@@ -21,17 +21,36 @@ func RangeHeader(off, n int64) string {
 	return "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+n-1, 10)
 }
 
-// RangeSize reads the whole object's size from the Content-Range of a 206
-// answer ("bytes 0-9/1234"); it returns -1 when the header does not say
-// (missing, or an unknown length "/*").
-func RangeSize(contentRange string) int64 {
-	_, total, ok := strings.Cut(contentRange, "/")
+// RangeOf checks the Content-Range of an answer to a GetRange of n bytes
+// from off ("bytes 5-9/1234"), and returns the whole object's size, -1
+// when the service does not know it ("/*"). An answer without one (a
+// service that ignored the Range and sent the whole object), or of bytes
+// that do not start at off or end past the range, is refused: its bytes
+// are not the range's.
+func RangeOf(contentRange string, off, n int64) (int64, error) {
+	bad := func() (int64, error) {
+		return -1, fmt.Errorf("the service answered a ranged GET of %d bytes from %d with Content-Range %q", n, off, contentRange)
+	}
+	spec, ok := strings.CutPrefix(strings.TrimSpace(contentRange), "bytes ")
 	if !ok {
-		return -1
+		return bad()
 	}
-	size, err := strconv.ParseInt(strings.TrimSpace(total), 10, 64)
-	if err != nil || size < 0 {
-		return -1
+	span, total, ok := strings.Cut(spec, "/")
+	first, last, ok2 := strings.Cut(span, "-")
+	if !ok || !ok2 {
+		return bad()
 	}
-	return size
+	start, err1 := strconv.ParseInt(first, 10, 64)
+	end, err2 := strconv.ParseInt(last, 10, 64)
+	if err1 != nil || err2 != nil || start != off || end < start || end-off >= n {
+		return bad()
+	}
+	if total == "*" {
+		return -1, nil
+	}
+	size, err := strconv.ParseInt(total, 10, 64)
+	if err != nil || size <= end {
+		return bad()
+	}
+	return size, nil
 }
