@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -302,5 +304,38 @@ func TestOpenRangeRefusesARangeOutsideTheFile(t *testing.T) {
 			}
 			require.Equal(t, before, s.Counts(), "no request")
 		})
+	}
+}
+
+// TestReusedFileWithoutPartChecksumsGetsThemFromTheLocalFile: a file
+// reused from a generation written without part checksums gets them, from
+// the local file that matched it.
+func TestReusedFileWithoutPartChecksumsGetsThemFromTheLocalFile(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	local := filepath.Join(t.TempDir(), "big")
+	data := seededBytes(rand.New(rand.NewPCG(31, 32)), 3*testPart)
+	require.NoError(t, os.WriteFile(local, data, 0o644))
+	var keys []string
+	for _, opts := range [][]commit.Option{{commit.WithPartSize(0)}, {commit.WithPartSize(testPart)}} {
+		d := commit.New(s, opts...)
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.PutFile(ctx, "big", local))
+		_, err = tx.Commit(ctx, commit.CommitOptions{})
+		require.NoError(t, err)
+		snap, err := d.Open(ctx)
+		require.NoError(t, err)
+		e, _ := snap.Manifest.Find("big")
+		keys = append(keys, e.Key)
+		if len(keys) == 2 {
+			require.Equal(t, keys[0], e.Key, "reused, not uploaded again")
+			require.Equal(t, 3, e.NumParts())
+			for i := range 3 {
+				b, err := snap.ReadPart(ctx, e, i)
+				require.NoError(t, err)
+				require.Equal(t, data[i*testPart:(i+1)*testPart], b)
+			}
+		}
 	}
 }

@@ -451,6 +451,26 @@ func (tx *Tx) upload(ctx context.Context, path string, r io.Reader, size int64, 
 	return e, nil
 }
 
+// localParts returns the part checksums of the first size bytes of f, for
+// an entry that has none: only if those bytes still have the entry's
+// sha256, so that they describe its object; otherwise none. f is read from
+// its start, and left there.
+func localParts(f *os.File, size, partSize int64, sum string) (int64, string, error) {
+	h := sha256.New()
+	parts := generation.NewPartHasher(partSize)
+	if _, err := io.Copy(io.MultiWriter(h, parts), io.LimitReader(f, size)); err != nil {
+		return 0, "", err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, "", err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != sum {
+		return 0, "", nil
+	}
+	ps, p := parts.Parts()
+	return ps, p, nil
+}
+
 // putLocal stages the local file f at path, as put does, reading at most
 // the size fi, its state when it was opened, gives. Unless o ignores
 // changes, it fails with a *ChangedError when f no longer is as fi says
@@ -628,6 +648,12 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 		if sum != c.SHA256 {
 			continue
 		}
+		e := c.Entry
+		if !e.HasParts() && e.Encoding == generation.EncodingNone && generation.NumParts(e.Size, tx.d.partSize) > 0 {
+			if e.PartSize, e.Parts, err = localParts(f, e.Size, tx.d.partSize, e.SHA256); err != nil {
+				return fmt.Errorf("commit: read %s: %w", local, err)
+			}
+		}
 		// What was read is the entry's content only if it is the file as
 		// it was opened.
 		if !o.ignoreChanges {
@@ -636,7 +662,6 @@ func (tx *Tx) PutFile(ctx context.Context, path, local string, opts ...FileOptio
 			}
 		}
 		a := attrsOf(fi)
-		e := c.Entry
 		e.Mode, e.MTime = a.mode, a.mtime
 		if err := tx.noteReuse(e, local, o, c.resumed); err != nil {
 			return err
