@@ -41,3 +41,11 @@ func TestLocalPartsOnlyForTheEntrysContent(t *testing.T) {
 	require.Zero(t, ps)
 	require.Empty(t, parts, "another content: no parts")
 }
+
+// TestWithPartSizeHoldsItWithinTheBounds: a part size outside the bounds a
+// manifest may hold is held at the nearest, and 0 records none.
+func TestWithPartSizeHoldsItWithinTheBounds(t *testing.T) {
+	for in, want := range map[int64]int64{0: 0, 1: generation.MinPartSize, 1 << 20: 1 << 20, 1 << 40: generation.MaxPartSize} {
+		require.Equal(t, want, New(nil, WithPartSize(in)).partSize, "WithPartSize(%d)", in)
+	}
+}

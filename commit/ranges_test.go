@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,11 +147,12 @@ func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
 	}
 }
 
-// cutBody is a store whose ranged bodies end, cleanly, after at most
-// keep bytes: a server that sends less than it said.
+// cutBody is a store whose ranged bodies end after at most keep bytes:
+// cleanly (a server that sends less than it said), or with err.
 type cutBody struct {
 	store.Store
 	keep int64
+	err  error
 }
 
 func (c *cutBody) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
@@ -156,10 +160,48 @@ func (c *cutBody) GetRange(ctx context.Context, key string, off, n int64) (io.Re
 	if err != nil {
 		return nil, attrs, err
 	}
+	var r io.Reader = io.LimitReader(rc, c.keep)
+	if c.err != nil {
+		r = io.MultiReader(r, iotest.ErrReader(c.err))
+	}
 	return struct {
 		io.Reader
 		io.Closer
-	}{io.LimitReader(rc, c.keep), rc}, attrs, nil
+	}{r, rc}, attrs, nil
+}
+
+// failingRanges is a store whose ranged GETs fail with err.
+type failingRanges struct {
+	store.Store
+	err error
+}
+
+func (f *failingRanges) GetRange(context.Context, string, int64, int64) (io.ReadCloser, store.Attrs, error) {
+	return nil, store.Attrs{}, f.err
+}
+
+// TestOpenRangeReportsAFailedRequestAsItIs: a ranged GET that fails, or
+// whose body breaks off, is reported with its cause, not as a mismatch.
+func TestOpenRangeReportsAFailedRequestAsItIs(t *testing.T) {
+	ctx := context.Background()
+	data := seededBytes(rand.New(rand.NewPCG(15, 16)), 3*testPart)
+	refused := fmt.Errorf("get %q: %w", "k", store.ErrAccess)
+	fail := &failingRanges{Store: mem.New(), err: refused}
+	snap, e := putOne(t, fail, "f", data, commit.WithPartSize(testPart))
+	_, err := snap.OpenRange(ctx, e, 0, 10)
+	require.ErrorIs(t, err, store.ErrAccess)
+	require.NotErrorIs(t, err, commit.ErrChecksum)
+
+	broken := errors.New("connection reset")
+	cut := &cutBody{Store: mem.New(), keep: testPart + 10, err: broken}
+	snap, e = putOne(t, cut, "f", data, commit.WithPartSize(testPart))
+	rc, err := snap.OpenRange(ctx, e, 0, 2*testPart)
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	require.ErrorIs(t, err, broken)
+	require.NotErrorIs(t, err, commit.ErrChecksum)
+	require.Equal(t, data[:testPart], got, "the part that matched, and nothing of the broken one")
 }
 
 // TestOpenRangeTakesABodyEndingWithinAPartAsAMismatch: a body that ends
@@ -222,6 +264,10 @@ func TestOpenRangeDeliversNoByteOfAPartThatDoesNotMatch(t *testing.T) {
 	}
 	_, err = snap.ReadPart(ctx, e, 2)
 	require.ErrorIs(t, err, commit.ErrChecksum)
+	for _, i := range []int{-1, 4} {
+		_, err = snap.ReadPart(ctx, e, i)
+		require.ErrorContains(t, err, "no part", "part %d of 4", i)
+	}
 	b, err := snap.ReadPart(ctx, e, 3)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data[3*testPart:], b))

@@ -78,8 +78,10 @@ func TestManifestWithPartsIsFormat5(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), generation.MinPartSize/4)
 	h := generation.NewPartHasher(generation.MinPartSize)
 	_, _ = h.Write(data)
+	carried, err := generation.New()
+	require.NoError(t, err)
 	m := manifest(t, 2)
-	m.Rebased = 2
+	m.Rebased, m.Carried = 2, []generation.Carried{{Generation: carried, Writer: "w"}}
 	m.Entries[0].Size = int64(len(data))
 	m.Entries[0].PartSize, m.Entries[0].Parts = h.Parts()
 	want := m.Entries[0]
@@ -89,6 +91,7 @@ func TestManifestWithPartsIsFormat5(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, generation.FormatParts, got.Format)
 	assert.Equal(t, 2, got.Rebased)
+	assert.Equal(t, m.Carried, got.Carried)
 	e, ok := got.Find(want.Path)
 	require.True(t, ok)
 	assert.Equal(t, want, e)
@@ -130,6 +133,12 @@ func TestManifestRefusesBadParts(t *testing.T) {
 			require.ErrorIs(t, m.Validate(), generation.ErrCorrupt)
 		})
 	}
+	t.Run("a part size without parts in format 4", func(t *testing.T) {
+		m := manifest(t, 1)
+		m.Format, m.Rebased = generation.FormatRebased, 1
+		m.Entries[0].Size, m.Entries[0].PartSize = 3*ps, ps
+		require.ErrorIs(t, m.Validate(), generation.ErrCorrupt)
+	})
 	t.Run("parts in format 4", func(t *testing.T) {
 		m := manifest(t, 1)
 		m.Format, m.Rebased = generation.FormatRebased, 1

@@ -746,3 +746,26 @@ func TestMountPartNotMatchingItsManifestFailsTheReadsThatTouchItWithEIO(t *testi
 	_, err = os.ReadFile(name)
 	require.ErrorIs(t, err, syscall.EIO, "reading the whole file reaches the damaged part")
 }
+
+func TestMountReadsFilesWithPartsOfEverySizeAroundAPartsEnd(t *testing.T) {
+	const part = 64 << 10
+	d := commit.New(testenv.StoreNamed(t, "fs"), commit.WithPartSize(part))
+	files := map[string]string{}
+	for _, n := range []int{part + 1, 2*part - 1, 2 * part, 3*part + 5} {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		files[fmt.Sprintf("f-%d", n)] = string(b)
+	}
+	src := t.TempDir()
+	writeFiles(t, src, files)
+	commitDir(t, d, src)
+	_, dir, _ := mountT(t, d, Options{})
+	for p, want := range files {
+		got, err := os.ReadFile(filepath.Join(dir, p))
+		require.NoError(t, err, p)
+		require.True(t, want == string(got), p)
+		b, err := preadFile(filepath.Join(dir, p), int64(len(want))-3, 100)
+		require.ErrorIs(t, err, io.EOF, p)
+		require.Equal(t, want[len(want)-3:], string(b), "a read past the end: the last bytes only")
+	}
+}
