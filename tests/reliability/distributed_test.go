@@ -110,6 +110,14 @@ func (s spread) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs
 	return rc, a, err
 }
 
+func (s spread) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	i, st := s.pick(ctx)
+	start := time.Now()
+	rc, a, err := st.GetRange(ctx, key, off, n)
+	s.trace(ctx, i, "GET", key, start, err, "etag", a.ETag, "offset", off, "length", n)
+	return rc, a, err
+}
+
 func (s spread) Head(ctx context.Context, key string) (store.Attrs, error) {
 	i, st := s.pick(ctx)
 	start := time.Now()
