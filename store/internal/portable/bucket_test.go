@@ -248,7 +248,8 @@ func TestRangeHeaderNamesTheLastByte(t *testing.T) {
 // TestRangeOfChecksTheAnsweredRange: the Content-Range of a ranged GET's
 // answer gives the whole object's size, and one that is not the range asked
 // for (absent: the whole object; another start; past the range's end) is
-// refused.
+// refused; one that says the object ends at or before the range's start is
+// store.ErrInvalidRange.
 func TestRangeOfChecksTheAnsweredRange(t *testing.T) {
 	for _, c := range []struct {
 		contentRange string
@@ -269,9 +270,17 @@ func TestRangeOfChecksTheAnsweredRange(t *testing.T) {
 		{"bytes 0-9/-3", 0, 10, -2},
 		{"items 0-9/10", 0, 10, -2},
 		{"bytes 0-x/10", 0, 10, -2},
+		{"bytes 10-9/10", 10, 1, -3}, // from the end: Azurite's answer
+		{"bytes 0--1/0", 0, 1, -3},   // an empty object
+		{"bytes 12-12/10", 12, 1, -3},
 	} {
 		got, err := portable.RangeOf(c.contentRange, c.off, c.n)
+		if c.want == -3 {
+			assert.ErrorIs(t, err, store.ErrInvalidRange, "%q for %d+%d", c.contentRange, c.off, c.n)
+			continue
+		}
 		if c.want == -2 {
+			assert.NotErrorIs(t, err, store.ErrInvalidRange, "%q for %d+%d", c.contentRange, c.off, c.n)
 			assert.Error(t, err, "%q for %d+%d", c.contentRange, c.off, c.n)
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/commitptr/commitptr/store"
 )
 
 // CheckRange refuses a GetRange that no service may be sent: an offset
@@ -26,7 +28,8 @@ func RangeHeader(off, n int64) string {
 // when the service does not know it ("/*"). An answer without one (a
 // service that ignored the Range and sent the whole object), or of bytes
 // that do not start at off or end past the range, is refused: its bytes
-// are not the range's.
+// are not the range's. One that says the object ends at or before off is
+// store.ErrInvalidRange (Azurite answers so, with an empty body).
 func RangeOf(contentRange string, off, n int64) (int64, error) {
 	bad := func() (int64, error) {
 		return -1, fmt.Errorf("the service answered a ranged GET of %d bytes from %d with Content-Range %q", n, off, contentRange)
@@ -36,20 +39,26 @@ func RangeOf(contentRange string, off, n int64) (int64, error) {
 		return bad()
 	}
 	span, total, ok := strings.Cut(spec, "/")
-	first, last, ok2 := strings.Cut(span, "-")
-	if !ok || !ok2 {
+	if !ok {
 		return bad()
 	}
+	size := int64(-1)
+	if total != "*" {
+		var err error
+		if size, err = strconv.ParseInt(total, 10, 64); err != nil || size < 0 {
+			return bad()
+		}
+	}
+	if size >= 0 && off >= size {
+		return -1, Classify(store.ErrInvalidRange, fmt.Errorf("offset %d of an object of %d bytes", off, size))
+	}
+	first, last, ok := strings.Cut(span, "-")
 	start, err1 := strconv.ParseInt(first, 10, 64)
 	end, err2 := strconv.ParseInt(last, 10, 64)
-	if err1 != nil || err2 != nil || start != off || end < start || end-off >= n {
+	if !ok || err1 != nil || err2 != nil || start != off || end < start || end-off >= n {
 		return bad()
 	}
-	if total == "*" {
-		return -1, nil
-	}
-	size, err := strconv.ParseInt(total, 10, 64)
-	if err != nil || size <= end {
+	if size >= 0 && size <= end {
 		return bad()
 	}
 	return size, nil
