@@ -115,28 +115,21 @@ func checkKey(op, key string) error {
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	if err := checkKey("get", key); err != nil {
-		return nil, store.Attrs{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.objs[key]
-	if o == nil {
-		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrNotExist, nil)
-	}
-	return io.NopCloser(bytes.NewReader(o.body)), s.attrs(o, s.clock()), nil
+	return s.get(ctx, key, 0, -1)
 }
 
 // GetRange implements store.Store.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
-	if err := checkKey("get", key); err != nil {
-		return nil, store.Attrs{}, err
-	}
 	if err := portable.CheckRange(off, n); err != nil {
 		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	return s.get(ctx, key, off, n)
+}
+
+// get reads n bytes of the object from off, or all of it when n < 0.
+func (s *Store) get(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, store.Attrs{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
@@ -147,11 +140,15 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (io.Read
 	if o == nil {
 		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrNotExist, nil)
 	}
-	size := int64(len(o.body))
-	if off >= size {
-		return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidRange, fmt.Errorf("offset %d of an object of %d bytes", off, size))
+	body := o.body
+	if n >= 0 {
+		size := int64(len(body))
+		if off >= size {
+			return nil, store.Attrs{}, store.Wrap("get", key, store.ErrInvalidRange, fmt.Errorf("offset %d of an object of %d bytes", off, size))
+		}
+		body = o.body[off : off+min(n, size-off)]
 	}
-	return io.NopCloser(bytes.NewReader(o.body[off : off+min(n, size-off)])), s.attrs(o, s.clock()), nil
+	return io.NopCloser(bytes.NewReader(body)), s.attrs(o, s.clock()), nil
 }
 
 // Head implements store.Store.
