@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -53,28 +52,6 @@ func putOne(t *testing.T, s store.Store, path string, data []byte, opts ...commi
 	e, ok := snap.Manifest.Find(path)
 	require.True(t, ok)
 	return snap, e
-}
-
-// rangeLog records the ranged GETs of a store.
-type rangeLog struct {
-	store.Store
-	mu     sync.Mutex
-	ranges [][2]int64
-}
-
-func (l *rangeLog) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
-	l.mu.Lock()
-	l.ranges = append(l.ranges, [2]int64{off, n})
-	l.mu.Unlock()
-	return l.Store.GetRange(ctx, key, off, n)
-}
-
-func (l *rangeLog) take() [][2]int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.ranges
-	l.ranges = nil
-	return r
 }
 
 // TestPutRecordsPartChecksumsOfFilesLongerThanAPart: a file stored as is
@@ -121,9 +98,9 @@ func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(5, 6))
 			data := seededBytes(rng, 4*testPart+100)
-			log := &rangeLog{Store: testenv.StoreNamed(t, name)}
+			log := &testenv.Gets{Store: testenv.StoreNamed(t, name)}
 			snap, e := putOne(t, log, "f", data, commit.WithPartSize(testPart))
-			log.take()
+			log.Take()
 			// Ranges that start or end at a part's bounds, then random ones.
 			ranges := [][2]int64{{0, testPart}, {testPart, testPart}, {testPart - 1, 2}, {testPart - 1, 1},
 				{0, int64(len(data))}, {4 * testPart, 100}, {int64(len(data)) - 1, 1}, {3*testPart + 1, testPart - 1}}
@@ -141,7 +118,7 @@ func TestOpenRangeReadsOnlyThePartsItTouches(t *testing.T) {
 				require.True(t, bytes.Equal(data[off:off+n], got), "bytes %d+%d", off, n)
 				first, last := off/testPart, (off+n-1)/testPart
 				end := min((last+1)*testPart, int64(len(data)))
-				require.Equal(t, [][2]int64{{first * testPart, end - first*testPart}}, log.take(), "bytes %d+%d", off, n)
+				require.Equal(t, [][2]int64{{first * testPart, end - first*testPart}}, log.Ranges(), "bytes %d+%d", off, n)
 			}
 		})
 	}

@@ -631,42 +631,11 @@ func TestMountHoldsAGenerationNoLongerShownAgainWhenAFileOfItIsOpened(t *testing
 	require.True(t, held, "a file open in generation 1 pins it again")
 }
 
-// requests records the whole and ranged GETs of a store.
-type requests struct {
-	store.Store
-	mu     sync.Mutex
-	whole  int
-	ranges [][2]int64
-}
-
-func (r *requests) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	r.mu.Lock()
-	r.whole++
-	r.mu.Unlock()
-	return r.Store.Get(ctx, key)
-}
-
-func (r *requests) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
-	r.mu.Lock()
-	r.ranges = append(r.ranges, [2]int64{off, n})
-	r.mu.Unlock()
-	return r.Store.GetRange(ctx, key, off, n)
-}
-
-// take returns the GETs since the last take.
-func (r *requests) take() (int, [][2]int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w, rs := r.whole, r.ranges
-	r.whole, r.ranges = 0, nil
-	return w, rs
-}
-
 // partsFile commits an 8 MiB random file of 1 MiB parts at "big.bin"
 // through a store that records its GETs.
-func partsFile(t *testing.T) (*commit.Dataset, *requests, []byte, *commit.Snapshot) {
+func partsFile(t *testing.T) (*commit.Dataset, *testenv.Gets, []byte, *commit.Snapshot) {
 	t.Helper()
-	s := &requests{Store: testenv.StoreNamed(t, "fs")}
+	s := &testenv.Gets{Store: testenv.StoreNamed(t, "fs")}
 	d := commit.New(s, commit.WithPartSize(1<<20))
 	data := make([]byte, 8<<20)
 	_, _ = rand.Read(data)
@@ -703,13 +672,13 @@ func preadFile(name string, off int64, n int) ([]byte, error) {
 func TestMountReadsAFileWithPartsByThePartsItTouches(t *testing.T) {
 	d, s, data, _ := partsFile(t)
 	m, dir, _ := mountT(t, d, Options{})
-	s.take()
+	s.Take()
 	const off = 5<<20 + 1000
 	b, err := preadFile(filepath.Join(dir, "big.bin"), off, 100)
 	require.NoError(t, err)
 	require.Equal(t, data[off:off+100], b)
 	settled(t, m)
-	whole, first := s.take()
+	whole, first := s.Take()
 	require.Zero(t, whole, "no GET of the whole file")
 	// Open fetches the first part ahead, and the read part 5: the
 	// kernel's read-ahead stays in its first half, so no part after it.
@@ -720,7 +689,7 @@ func TestMountReadsAFileWithPartsByThePartsItTouches(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "big.bin"))
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got))
-	whole, rest := s.take()
+	whole, rest := s.Take()
 	require.Zero(t, whole)
 	require.ElementsMatch(t, [][2]int64{part(0), part(1), part(2), part(3), part(4), part(5), part(6), part(7)}, append(first, rest...))
 }

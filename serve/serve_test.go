@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/commitptr/commitptr/commit"
 	"github.com/commitptr/commitptr/gc"
+	"github.com/commitptr/commitptr/internal/testenv"
 	"github.com/commitptr/commitptr/serve"
 	"github.com/commitptr/commitptr/store"
 	"github.com/commitptr/commitptr/store/fs"
@@ -577,28 +577,6 @@ func TestServeReadsATagAgainWithOneGetWhenItsGenerationIsCached(t *testing.T) {
 	require.Equal(t, "two", string(body), "a moved tag is followed")
 }
 
-// rangedGets records the ranged GETs of a store.
-type rangedGets struct {
-	store.Store
-	mu     sync.Mutex
-	ranges [][2]int64
-}
-
-func (s *rangedGets) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
-	s.mu.Lock()
-	s.ranges = append(s.ranges, [2]int64{off, n})
-	s.mu.Unlock()
-	return s.Store.GetRange(ctx, key, off, n)
-}
-
-func (s *rangedGets) take() [][2]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.ranges
-	s.ranges = nil
-	return r
-}
-
 func TestServeReadsARangeOfAFileWithPartsFromThePartsItTouchesOnly(t *testing.T) {
 	s, err := fs.New(t.TempDir())
 	require.NoError(t, err)
@@ -613,7 +591,7 @@ func TestServeReadsARangeOfAFileWithPartsFromThePartsItTouchesOnly(t *testing.T)
 	require.NoError(t, err)
 	e := snap.Files()[0]
 	require.Equal(t, 16, e.NumParts())
-	logged := &rangedGets{Store: s}
+	logged := &testenv.Gets{Store: s}
 	url := startServer(t, map[string]*commit.Dataset{"daily": commit.New(logged)}, serve.Options{PinTTL: -1})
 
 	for _, c := range []struct {
@@ -630,7 +608,7 @@ func TestServeReadsARangeOfAFileWithPartsFromThePartsItTouchesOnly(t *testing.T)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusPartialContent, resp.StatusCode, c.rng)
 		require.Equal(t, body[c.from:c.end], got, c.rng)
-		require.Equal(t, [][2]int64{c.parts}, logged.take(), c.rng)
+		require.Equal(t, [][2]int64{c.parts}, logged.Ranges(), c.rng)
 	}
 
 	// Part 9 damaged: a range over it never completes; one beside it does.
