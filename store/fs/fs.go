@@ -215,29 +215,23 @@ func (b *body) Close() error { return b.f.Close() }
 // Get implements store.Store. The returned body reads from a file opened
 // once, so it sees one version even if the object is replaced meanwhile.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.Attrs, error) {
-	const op = "get"
-	if err := checkKey(key); err != nil {
-		return nil, store.Attrs{}, s.classify(op, key, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, store.Attrs{}, s.classify(op, key, err)
-	}
-	f, t, mod, err := s.open(key)
-	if err != nil {
-		return nil, store.Attrs{}, s.classify(op, key, err)
-	}
-	return &body{SectionReader: io.NewSectionReader(f, 0, t.Size), f: f}, attrsOf(t, mod), nil
+	return s.get(ctx, key, 0, -1)
 }
 
 // GetRange implements store.Store. Like Get's, its body reads from a file
 // opened once.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
+	if err := portable.CheckRange(off, n); err != nil {
+		return nil, store.Attrs{}, store.Wrap("get", key, nil, err)
+	}
+	return s.get(ctx, key, off, n)
+}
+
+// get opens n bytes of the object from off, or all of it when n < 0.
+func (s *Store) get(ctx context.Context, key string, off, n int64) (io.ReadCloser, store.Attrs, error) {
 	const op = "get"
 	if err := checkKey(key); err != nil {
 		return nil, store.Attrs{}, s.classify(op, key, err)
-	}
-	if err := portable.CheckRange(off, n); err != nil {
-		return nil, store.Attrs{}, store.Wrap(op, key, nil, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, store.Attrs{}, s.classify(op, key, err)
@@ -245,6 +239,9 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (io.Read
 	f, t, mod, err := s.open(key)
 	if err != nil {
 		return nil, store.Attrs{}, s.classify(op, key, err)
+	}
+	if n < 0 {
+		return &body{SectionReader: io.NewSectionReader(f, 0, t.Size), f: f}, attrsOf(t, mod), nil
 	}
 	// The file holds the body, then the trailer: the range ends at the
 	// body's end, t.Size, not the file's.
